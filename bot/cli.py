@@ -1,0 +1,95 @@
+"""The ``flaketally`` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from bot.analysis import analyze
+from bot.cost import Rates
+from bot.render_analysis import RENDERERS
+from bot.store import Store, StoreError
+from bot.verdicts import SINGLE_FAIL_POLICIES, CommitVerdict
+
+DEFAULT_DB = "flaketally.db"
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flaketally", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    a = commands.add_parser("analyze", help="judge JUnit reports on local files")
+    a.add_argument("paths", nargs="+", metavar="PATH", help="report files, or directories searched for *.xml")
+    a.add_argument("--format", choices=sorted(RENDERERS), default="text")
+    a.add_argument(
+        "--single-fail-policy",
+        choices=[p.value for p in SINGLE_FAIL_POLICIES],
+        default=CommitVerdict.UNDETERMINED.value,
+        help="what a single failure with no rerun counts as (default: undetermined)",
+    )
+    defaults = Rates()
+    a.add_argument("--compute-rate", type=_positive, default=defaults.compute_per_minute, help="per CI minute")
+    a.add_argument("--developer-rate", type=_positive, default=defaults.developer_per_minute, help="per minute")
+    a.add_argument(
+        "--developer-minutes", type=_positive, default=defaults.developer_minutes_per_event,
+        help="developer minutes lost per flaky event",
+    )
+    a.add_argument("--currency", default=defaults.currency)
+    a.add_argument("--repo", default="local", help="the repository name the reports are stored under")
+    a.add_argument(
+        "--db", default=None,
+        help=f"store URL or SQLite path (default: $DATABASE_URL, else ./{DEFAULT_DB})",
+    )
+    return parser
+
+
+def _progress(index: int, total: int, path: str) -> None:
+    sys.stderr.write(f"\r\x1b[Kreading {index}/{total} {path[-60:]}")
+    if index == total:
+        sys.stderr.write("\r\x1b[K")
+    sys.stderr.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "analyze":
+        return _analyze(args)
+    return EXIT_USAGE  # pragma: no cover - argparse requires a command
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    url = args.db or os.environ.get("DATABASE_URL") or DEFAULT_DB
+    try:
+        store = Store.open(url)
+    except StoreError as exc:
+        print(f"flaketally: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    rates = Rates(args.compute_rate, args.developer_rate, args.developer_minutes, args.currency[:10])
+    try:
+        analysis = analyze(
+            store,
+            args.paths,
+            repo=args.repo,
+            policy=CommitVerdict(args.single_fail_policy),
+            rates=rates,
+            progress=_progress if sys.stderr.isatty() else None,
+        )
+    finally:
+        store.close()
+    sys.stdout.write(RENDERERS[args.format](analysis))
+    if analysis.usable == 0:
+        print("flaketally: no usable report among the paths given", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_FINDINGS if any(t.is_finding for t in analysis.tests) else EXIT_CLEAN

@@ -1,0 +1,64 @@
+"""What flakes cost: every rate is a declared input with a default, shown next to every figure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.verdicts import CommitJudgement, CommitVerdict
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    compute_per_minute: float = 0.008
+    developer_per_minute: float = 1.50
+    developer_minutes_per_event: float = 15.0
+    currency: str = "USD"
+
+    def describe(self) -> str:
+        return (
+            f"{self.developer_minutes_per_event:g} developer minutes per flaky event at "
+            f"{self.developer_per_minute:.2f} {self.currency}/min, CI compute at "
+            f"{self.compute_per_minute:g} {self.currency}/min"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    events: int
+    wasted_compute_minutes: float
+    developer_minutes: float
+    compute: float
+    developer: float
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.developer
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "events": self.events,
+            "wasted_compute_minutes": round(self.wasted_compute_minutes, 6),
+            "developer_minutes": round(self.developer_minutes, 6),
+            "compute": round(self.compute, 6),
+            "developer": round(self.developer, 6),
+            "total": round(self.total, 6),
+        }
+
+
+ZERO = Cost(0, 0.0, 0.0, 0.0, 0.0)
+
+
+def cost_of(commits: Sequence[CommitJudgement], rates: Rates) -> Cost:
+    """A flaky event is one (test, commit, context) judged flaky; its wasted compute, a lower bound,
+    is the test's mean runtime on that commit times the attempts beyond the first."""
+    flaky = [c for c in commits if c.verdict is CommitVerdict.FLAKY]
+    wasted = sum(c.seconds / c.attempts * (c.attempts - 1) for c in flaky if c.attempts) / 60
+    developer_minutes = len(flaky) * rates.developer_minutes_per_event
+    return Cost(
+        events=len(flaky),
+        wasted_compute_minutes=wasted,
+        developer_minutes=developer_minutes,
+        compute=wasted * rates.compute_per_minute,
+        developer=developer_minutes * rates.developer_per_minute,
+    )

@@ -1,0 +1,363 @@
+"""JUnit XML to test results, streamed through defusedxml.
+
+A report is read in chunks by defusedxml's expat reader with DTDs, entities and external references
+forbidden, so memory does not grow with the size of the file, only with the number of distinct tests.
+Retries a runner recorded inside one report become attempts of one result:
+
+- Surefire's four (``flakyFailure``, ``flakyError``, ``rerunFailure``, ``rerunError``), also written by
+  Playwright with ``PLAYWRIGHT_JUNIT_INCLUDE_RETRIES``, Gradle with ``mergeReruns`` and cargo-nextest;
+- several ``<failure>`` elements in one testcase (vitest ``retry``: one per attempt);
+- a Playwright failure whose text holds ``Retry #N`` sections (one per further attempt);
+- a testcase repeated in one report (gotestsum ``--rerun-fails``, Gradle without ``mergeReruns``,
+  pytest-rerunfailures). pytest-rerunfailures writes each rerun as an *empty* testcase before the
+  final one, so in a pytest report a repeated entry that is not the last is a failed attempt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import xml.sax
+import xml.sax.handler
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import IO
+
+from defusedxml import DefusedXmlException
+from defusedxml.expatreader import create_parser
+
+from bot.identity import MAX_NAME, bounded, family_id, test_id
+
+CHUNK = 1 << 20
+MAX_DEPTH = 64
+MAX_REPORT_BYTES = 1 << 30
+MAX_TESTCASES = 5_000_000
+MAX_MESSAGE = 300
+_TEXT_CAP = 4096
+
+_RETRY_SECTION = re.compile(r"^\s*Retry #\d+ ─", re.MULTILINE)
+
+
+class Outcome(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (Outcome.FAILED, Outcome.ERROR)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    outcome: Outcome
+    duration: float = 0.0
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TestResult:
+    """One test in one report: its attempts in order, the last being the final outcome."""
+
+    classname: str
+    name: str
+    attempts: tuple[Attempt, ...]
+    file: str | None = None
+    line: int | None = None
+    project: str | None = None
+
+    @property
+    def id(self) -> str:
+        return test_id(self.classname, self.name, self.file, self.project)
+
+    @property
+    def family(self) -> str:
+        return family_id(self.classname, self.name, self.file, self.project)
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.attempts[-1].outcome
+
+    @property
+    def message(self) -> str:
+        """The first line of the first failure's message, bounded."""
+        for attempt in self.attempts:
+            if attempt.outcome.is_failure and attempt.message:
+                return attempt.message
+        return ""
+
+
+@dataclass(slots=True)
+class Report:
+    """What one JUnit file says: its results and the run identity written inside it."""
+
+    digest: str
+    results: list[TestResult]
+    commit: str | None = None
+    attempt: int | None = None
+    timestamp: str | None = None
+    runtime: str = ""
+    os: str = ""
+    arch: str = ""
+    size: int = 0
+
+
+class ReportRefused(Exception):
+    """The file is not a usable JUnit report; the message says why, for a warning."""
+
+
+def first_line(text: str | None, limit: int = MAX_MESSAGE) -> str:
+    if not text:
+        return ""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+@dataclass(slots=True)
+class _Entry:
+    classname: str
+    name: str
+    file: str | None
+    line: int | None
+    time: float
+    suite_hostname: str
+    final: Outcome = Outcome.PASSED
+    final_message: str = ""
+    earlier: list[Attempt] = field(default_factory=list)
+    failures: list[Attempt] = field(default_factory=list)
+    reruns: list[Attempt] = field(default_factory=list)
+    playwright_retries: int = 0
+    system_out: str = ""
+
+
+_FINAL = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
+_FLAKY = {"flakyFailure": Outcome.FAILED, "flakyError": Outcome.ERROR}
+_RERUN = {"rerunFailure": Outcome.FAILED, "rerunError": Outcome.ERROR}
+_TEXT_OF = {"failure", "error", "flakyFailure", "flakyError", "rerunFailure", "rerunError"}
+_PROPERTY_KEYS = {"commit", "attempt", "go.version", "java.version", "os.name", "os.arch"}
+
+
+def _float(value: str | None) -> float:
+    try:
+        number = float(value) if value else 0.0
+    except ValueError:
+        return 0.0
+    return number if number >= 0 and number == number and number != float("inf") else 0.0
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None and value.strip() else None
+    except ValueError:
+        return None
+
+
+class _Handler(xml.sax.handler.ContentHandler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.root: str | None = None
+        self.playwright = False
+        self.pytest = False
+        self.entries: list[_Entry] = []
+        self.suite_hostnames: list[str] = []
+        self.entry: _Entry | None = None
+        self.child: str | None = None
+        self.child_attrs: dict[str, str] = {}
+        self.text: list[str] = []
+        self.text_len = 0
+        self.retry_tail = ""
+        self.retries_seen = 0
+        self.in_properties = False
+        self.props: dict[str, str] = {}
+        self.commit: str | None = None
+        self.attempt: int | None = None
+        self.timestamp: str | None = None
+
+    def startElement(self, tag: str, attrs: xml.sax.xmlreader.AttributesImpl) -> None:  # noqa: N802
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ReportRefused(f"elements nested deeper than {MAX_DEPTH}")
+        if self.root is None:
+            if tag not in ("testsuites", "testsuite"):
+                raise ReportRefused(f"not a JUnit report (root element <{bounded(tag, 40)}>)")
+            self.root = tag
+            self.playwright = tag == "testsuites" and attrs.get("id") is not None
+        if tag == "testcase":
+            self._start_case(attrs)
+        elif self.entry is not None:
+            if self.child is None and (tag in _TEXT_OF or tag == "skipped"):
+                self.child = tag
+                self.child_attrs = {k: attrs.get(k, "") for k in ("message", "time")}
+                self._reset_text()
+            elif self.child is None and tag == "system-out":
+                self.child = tag
+                self._reset_text()
+        elif tag == "testsuite":
+            self._start_suite(attrs)
+        elif tag == "properties":
+            self.in_properties = True
+        elif tag == "property" and self.in_properties:
+            name = attrs.get("name", "")
+            if name in _PROPERTY_KEYS and name not in self.props:
+                self.props[name] = bounded(attrs.get("value", ""), 200)
+
+    def _start_suite(self, attrs: xml.sax.xmlreader.AttributesImpl) -> None:
+        self.suite_hostnames.append(attrs.get("hostname", ""))
+        if attrs.get("name") == "pytest":
+            self.pytest = True
+        if self.commit is None and attrs.get("commit"):
+            self.commit = bounded(attrs.get("commit", ""), 100)
+        if self.attempt is None:
+            self.attempt = _int(attrs.get("attempt"))
+        if self.timestamp is None and attrs.get("timestamp"):
+            self.timestamp = bounded(attrs.get("timestamp", ""), 40)
+
+    def _start_case(self, attrs: xml.sax.xmlreader.AttributesImpl) -> None:
+        if len(self.entries) >= MAX_TESTCASES:
+            raise ReportRefused(f"more than {MAX_TESTCASES} testcases")
+        file = attrs.get("file") or None
+        self.entry = _Entry(
+            classname=bounded(attrs.get("classname", ""), MAX_NAME),
+            name=bounded(attrs.get("name", ""), MAX_NAME),
+            file=bounded(file, MAX_NAME) if file else None,
+            line=_int(attrs.get("line")),
+            time=_float(attrs.get("time")),
+            suite_hostname=self.suite_hostnames[-1] if self.suite_hostnames else "",
+        )
+
+    def _reset_text(self) -> None:
+        self.text = []
+        self.text_len = 0
+        self.retry_tail = ""
+        self.retries_seen = 0
+
+    def characters(self, content: str) -> None:
+        if self.child is None:
+            return
+        if self.text_len < _TEXT_CAP:
+            self.text.append(content[: _TEXT_CAP - self.text_len])
+            self.text_len += len(content)
+        if self.playwright and self.child == "failure":
+            window = self.retry_tail + content
+            self.retries_seen += len(_RETRY_SECTION.findall(window))
+            self.retries_seen -= len(_RETRY_SECTION.findall(self.retry_tail))
+            self.retry_tail = window[-200:]
+
+    def endElement(self, tag: str) -> None:  # noqa: N802
+        self.depth -= 1
+        entry = self.entry
+        if tag == "testcase" and entry is not None:
+            self.entries.append(entry)
+            self.entry = None
+        elif entry is not None and tag == self.child:
+            self._end_child(entry, tag)
+            self.child = None
+        elif tag == "testsuite" and self.suite_hostnames:
+            self.suite_hostnames.pop()
+        elif tag == "properties":
+            self.in_properties = False
+
+    def _end_child(self, entry: _Entry, tag: str) -> None:
+        text = "".join(self.text)
+        if tag == "system-out":
+            entry.system_out = text
+            return
+        message = first_line(self.child_attrs.get("message")) or first_line(text)
+        if tag == "skipped":
+            if entry.final is Outcome.PASSED:
+                entry.final = Outcome.SKIPPED
+            return
+        time = _float(self.child_attrs.get("time")) or entry.time
+        if tag in _FLAKY:
+            entry.earlier.append(Attempt(_FLAKY[tag], time, message))
+        elif tag in _RERUN:
+            entry.reruns.append(Attempt(_RERUN[tag], time, message))
+        else:
+            entry.failures.append(Attempt(_FINAL[tag], entry.time, message))
+            entry.playwright_retries += self.retries_seen
+
+
+def _attempts(entry: _Entry) -> list[Attempt]:
+    """The attempts one testcase element records, in the order they ran."""
+    attempts = list(entry.earlier)
+    if entry.failures:
+        failures = list(entry.failures)
+        if not failures[0].message and entry.system_out:
+            panic = next((ln for ln in entry.system_out.splitlines() if "panicked" in ln), "")
+            failures[0] = Attempt(failures[0].outcome, failures[0].duration, first_line(panic or entry.system_out))
+        first = failures[0]
+        attempts.extend(failures)
+        if entry.reruns:
+            attempts.extend(entry.reruns)
+        else:  # the rerun elements, when written, already stand for the "Retry #N" sections
+            attempts.extend(Attempt(first.outcome, first.duration, first.message) for _ in range(entry.playwright_retries))
+        return attempts
+    if entry.reruns:
+        # A rerun element without a final failure: the test passed after its reruns.
+        attempts.extend(entry.reruns)
+    attempts.append(Attempt(entry.final, entry.time))
+    return attempts
+
+
+def _merge(entries: Iterable[_Entry], *, pytest: bool, playwright: bool) -> list[TestResult]:
+    """One result per test: entries repeated in one report are the attempts of one test."""
+    grouped: dict[tuple[str, str, str | None, str | None], list[_Entry]] = {}
+    for entry in entries:
+        project = entry.suite_hostname or None if playwright else None
+        grouped.setdefault((entry.classname, entry.name, entry.file, project), []).append(entry)
+    results = []
+    for (classname, name, file, project), group in grouped.items():
+        attempts: list[Attempt] = []
+        for index, entry in enumerate(group):
+            these = _attempts(entry)
+            if pytest and index < len(group) - 1 and not any(a.outcome.is_failure for a in these):
+                these = [Attempt(Outcome.FAILED, entry.time)]  # the rerun plugin keeps no message
+            attempts.extend(these)
+        line = group[-1].line
+        if pytest and line is not None:
+            line += 1  # pytest's xunit1 writes 0-based lines
+        results.append(TestResult(classname, name, tuple(attempts), file, line, project))
+    return results
+
+
+def parse(stream: IO[bytes]) -> Report:
+    """Read one JUnit report from a binary stream; raise ReportRefused when it cannot be used."""
+    handler = _Handler()
+    reader = create_parser(forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    reader.setContentHandler(handler)
+    reader.setFeature(xml.sax.handler.feature_external_ges, False)
+    reader.setFeature(xml.sax.handler.feature_external_pes, False)
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        while chunk := stream.read(CHUNK):
+            size += len(chunk)
+            if size > MAX_REPORT_BYTES:
+                raise ReportRefused(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
+            digest.update(chunk)
+            reader.feed(chunk)  # type: ignore[attr-defined]
+        reader.close()  # type: ignore[attr-defined]
+    except DefusedXmlException as exc:
+        raise ReportRefused(f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)") from None
+    except xml.sax.SAXParseException as exc:
+        raise ReportRefused(f"not well-formed XML at line {exc.getLineNumber()}: {exc.getMessage()}") from None
+    if handler.root is None:
+        raise ReportRefused("empty: no XML element")
+    props = handler.props
+    return Report(
+        digest=digest.hexdigest(),
+        results=_merge(handler.entries, pytest=handler.pytest, playwright=handler.playwright),
+        commit=handler.commit or props.get("commit") or None,
+        attempt=handler.attempt if handler.attempt is not None else _int(props.get("attempt")),
+        timestamp=handler.timestamp,
+        runtime=props.get("go.version") or (f"java {props['java.version']}" if "java.version" in props else ""),
+        os=props.get("os.name", ""),
+        arch=props.get("os.arch", ""),
+        size=size,
+    )

@@ -1,0 +1,179 @@
+"""The three faces of ``flaketally analyze``: text (one record a line), Markdown and versioned JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.analysis import Analysis, TestAnalysis
+from bot.markdown import code, plain
+from bot.verdicts import CommitVerdict, TestVerdict
+
+JSON_VERSION = 1
+
+
+def _money(value: float, currency: str) -> str:
+    return f"{value:.4f} {currency}"
+
+
+def _tab(value: str) -> str:
+    return value.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+
+def to_text(analysis: Analysis) -> str:
+    """One record per line, tab-separated, sorted: diffable."""
+    cur = analysis.rates.currency
+    lines = [
+        f"policy\tsingle-fail={analysis.policy.value}",
+        f"rates\t{analysis.rates.describe()}",
+        f"reports\tread={analysis.usable}\trefused={analysis.refused}\tnew={analysis.new_reports}",
+    ]
+    for t in analysis.tests:
+        ctx = t.context.display()
+        j = t.judgement
+        lines.append(
+            f"test\t{j.verdict.value}\t{_tab(t.history.test_id)}\t{ctx}\tscore={j.score:.3f}\t"
+            f"lower_bound={j.lower_bound:.3f}\t{_tab(j.evidence)}"
+        )
+        for c in t.commits:
+            if c.verdict is not CommitVerdict.PASSING:
+                lines.append(
+                    f"commit\t{c.verdict.value}\t{_tab(t.history.test_id)}\t{ctx}\t{c.commit}\t"
+                    f"attempts={c.attempts}\tpassed={c.passed}\tfailed={c.failed}\t{_tab(c.evidence)}"
+                )
+    for rank, t in enumerate(analysis.ranking(), 1):
+        c = t.cost
+        lines.append(
+            f"cost\t{rank}\t{_tab(t.history.test_id)}\t{t.context.display()}\tevents={c.events}\t"
+            f"wasted_compute={c.wasted_compute_minutes:.3f} min\tdeveloper={c.developer_minutes:.1f} min\t"
+            f"compute={_money(c.compute, cur)}\tdeveloper_cost={_money(c.developer, cur)}\ttotal={_money(c.total, cur)}"
+        )
+    lines.append(f"total\t{_money(analysis.total_cost, cur)}")
+    lines.extend(f"warning\t{_tab(w.path)}\t{_tab(w.message)}" for w in analysis.warnings)
+    return "\n".join(lines) + "\n"
+
+
+def _test_json(t: TestAnalysis) -> dict[str, Any]:
+    h, j = t.history, t.judgement
+    return {
+        "classname": h.classname,
+        "name": h.name,
+        "id": h.test_id,
+        "family": h.family,
+        "file": h.file,
+        "line": h.line,
+        "context": {"key": h.context, "display": t.context.display()},
+        "verdict": j.verdict.value,
+        "score": round(j.score, 6),
+        "lower_bound": round(j.lower_bound, 6),
+        "observations": j.observations,
+        "runs": j.runs,
+        "failed_runs": j.failed_runs,
+        "first_failing_commit": j.first_failing_commit,
+        "commits": [
+            {
+                "sha": c.commit,
+                "verdict": c.verdict.value,
+                "attempts": c.attempts,
+                "passed": c.passed,
+                "failed": c.failed,
+                "evidence": c.evidence,
+            }
+            for c in t.commits
+        ],
+        "cost": t.cost.as_dict(),
+        "evidence": j.evidence,
+    }
+
+
+def to_json(analysis: Analysis) -> str:
+    r = analysis.rates
+    document = {
+        "flaketally": "analysis",
+        "version": JSON_VERSION,
+        "policy": {"single_fail": analysis.policy.value},
+        "rates": {
+            "compute_per_minute": r.compute_per_minute,
+            "developer_per_minute": r.developer_per_minute,
+            "developer_minutes_per_event": r.developer_minutes_per_event,
+        },
+        "currency": r.currency,
+        "reports": {"read": analysis.usable, "refused": analysis.refused, "new": analysis.new_reports},
+        "tests": [_test_json(t) for t in analysis.tests],
+        "ranking": [
+            {"rank": i, "id": t.history.test_id, "context": t.history.context, "total": round(t.cost.total, 6)}
+            for i, t in enumerate(analysis.ranking(), 1)
+        ],
+        "total_cost": round(analysis.total_cost, 6),
+        "warnings": [{"path": w.path, "message": w.message} for w in analysis.warnings],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+_ORDER = {
+    CommitVerdict.FAILING: 0,
+    CommitVerdict.UNDETERMINED: 1,
+    CommitVerdict.FLAKY: 2,
+}
+
+
+def to_markdown(analysis: Analysis) -> str:
+    cur = analysis.rates.currency
+    findings = [
+        (t, c) for t in analysis.tests for c in t.commits if c.verdict is not CommitVerdict.PASSING
+    ]
+    findings.sort(key=lambda tc: (_ORDER[tc[1].verdict], tc[0].history.test_id, tc[0].history.context))
+    counts = {v: sum(1 for _, c in findings if c.verdict is v) for v in _ORDER}
+    out = [
+        f"### Flaketally · {len(analysis.tests)} tests on {analysis.usable} reports: "
+        f"{counts[CommitVerdict.FLAKY]} flaky, {counts[CommitVerdict.FAILING]} failing, "
+        f"{counts[CommitVerdict.UNDETERMINED]} undetermined (test, commit) pairs",
+        "",
+    ]
+    if findings:
+        out += ["| test | commit | verdict | evidence |", "|---|---|---|---|"]
+        out += [
+            f"| {code(t.history.test_id)} | {code(c.commit[:12], 20)} | **{c.verdict.value}** | {plain(c.evidence)} |"
+            for t, c in findings
+        ]
+        out.append("")
+    history = [t for t in analysis.tests if t.judgement.verdict not in (TestVerdict.STABLE,)]
+    if history:
+        out += ["#### History", "", "| test | context | verdict | evidence |", "|---|---|---|---|"]
+        out += [
+            f"| {code(t.history.test_id)} | {plain(t.context.display(), 100)} | {t.judgement.verdict.value} | "
+            f"{plain(t.judgement.evidence)} |"
+            for t in history
+        ]
+        out.append("")
+    ranking = analysis.ranking()
+    if ranking:
+        out += [
+            "#### What the flakes cost",
+            "",
+            "| rank | test | events | wasted compute | developer time | compute | developer | total |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for rank, t in enumerate(ranking, 1):
+            c = t.cost
+            out.append(
+                f"| {rank} | {code(t.history.test_id)} | {c.events} | {c.wasted_compute_minutes:.3f} min | "
+                f"{c.developer_minutes:.1f} min | {_money(c.compute, cur)} | {_money(c.developer, cur)} | "
+                f"{_money(c.total, cur)} |"
+            )
+        out += ["", f"Total flaky cost: **{_money(analysis.total_cost, cur)}** ({analysis.rates.describe()}).", ""]
+    out += [
+        "<details><summary>How Flaketally decides</summary>",
+        "",
+        "Same code = same commit and context. A pass and a failure on the same code is flaky; failures on "
+        "every attempt (at least two) are failing; a single failure stays undetermined until a rerun "
+        f"(single-fail policy: {analysis.policy.value}).",
+        "</details>",
+    ]
+    if analysis.warnings:
+        out += ["", "#### Warnings", ""]
+        out += [f"- {code(w.path, 200)}: {plain(w.message)}" for w in analysis.warnings]
+    return "\n".join(out) + "\n"
+
+
+RENDERERS = {"text": to_text, "markdown": to_markdown, "json": to_json}

@@ -1,0 +1,297 @@
+"""The store: SQLite by default, PostgreSQL when the URL names one, one code path for both."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine
+
+from bot.identity import RunIdentity
+from bot.junit import Outcome, Report, TestResult
+from bot.store import codec
+from bot.store.schema import contexts, observations, reports, repos, tests
+
+OUTCOME_CODE = {Outcome.PASSED: "P", Outcome.FAILED: "F", Outcome.ERROR: "E", Outcome.SKIPPED: "S"}
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used; the message names the URL's problem."""
+
+
+def normalise_url(url: str) -> str:
+    """A plain path means a SQLite file; ``postgresql://`` uses psycopg 3."""
+    if "://" not in url:
+        return f"sqlite:///{Path(url).expanduser()}"
+    if url.startswith(("postgres://", "postgresql://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One test in one stored report, as the judge sees it."""
+
+    order: int
+    commit: str
+    attempt: int
+    run_id: int | None
+    started_at: str | None
+    outcomes: str  # one letter per attempt, in order: P passed, F failed, E error, S skipped
+    seconds: float  # the attempts' runtimes added up
+    message: str = ""
+
+
+@dataclass(slots=True)
+class TestHistory:
+    test_id: str
+    family: str
+    classname: str
+    name: str
+    file: str | None
+    line: int | None
+    context: str
+    observations: list[Observation] = field(default_factory=list)
+
+
+def _attempts_json(result: TestResult) -> str:
+    return json.dumps([[OUTCOME_CODE[a.outcome], round(a.duration, 3), a.message] for a in result.attempts])
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        self.url = normalise_url(url)
+        try:
+            self.engine: Engine = sa.create_engine(self.url)
+        except Exception as exc:  # an unknown dialect or a malformed URL
+            raise StoreError(f"cannot use the store URL {url!r}: {exc}") from None
+        if self.engine.dialect.name == "sqlite":
+            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            if self.engine.url.database and self.engine.url.database != ":memory:":
+                Path(self.engine.url.database).parent.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        store = cls(url)
+        store.migrate()
+        return store
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def migrate(self) -> None:
+        config = Config()
+        config.set_main_option("script_location", "bot.store:migrations")
+        try:
+            with self.engine.begin() as conn:
+                config.attributes["connection"] = conn
+                command.upgrade(config, "head")
+        except sa.exc.OperationalError as exc:
+            raise StoreError(f"cannot reach the store at {self.engine.url!r}: {exc.orig}") from None
+
+    def _insert(self, table: sa.Table) -> Any:
+        return (pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert)(table)
+
+    # writing
+
+    def _id(self, conn: Connection, table: sa.Table, where: dict[str, Any], values: dict[str, Any]) -> int:
+        clause = sa.and_(*(table.c[k] == v for k, v in where.items()))
+        found = conn.execute(sa.select(table.c.id).where(clause)).scalar()
+        if found is None:
+            conn.execute(self._insert(table).values(**where, **values).on_conflict_do_nothing())
+            found = conn.execute(sa.select(table.c.id).where(clause)).scalar_one()
+        return int(found)
+
+    def repo_id(self, conn: Connection, full_name: str, installation_id: int | None = None) -> int:
+        return self._id(conn, repos, {"full_name": full_name}, {"installation_id": installation_id})
+
+    def _test_ids(self, conn: Connection, repo_id: int, results: list[TestResult]) -> list[int]:
+        keys = [hashlib.sha256(r.id.encode("utf-8", "surrogatepass")).hexdigest() for r in results]
+        known: dict[str, int] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            rows = conn.execute(
+                sa.select(tests.c.key, tests.c.id).where(tests.c.repo_id == repo_id, tests.c.key.in_(chunk))
+            )
+            known.update({k: int(i) for k, i in rows})
+        missing = [
+            {
+                "repo_id": repo_id,
+                "key": key,
+                "test_id": r.id,
+                "family": r.family,
+                "classname": r.classname,
+                "name": r.name,
+                "file": r.file,
+                "line": r.line,
+            }
+            for key, r in zip(keys, results, strict=True)
+            if key not in known
+        ]
+        if missing:
+            for start in range(0, len(missing), 500):
+                conn.execute(self._insert(tests).on_conflict_do_nothing(), missing[start : start + 500])
+            new = [row["key"] for row in missing]
+            for start in range(0, len(new), 500):
+                chunk = new[start : start + 500]
+                rows = conn.execute(
+                    sa.select(tests.c.key, tests.c.id).where(tests.c.repo_id == repo_id, tests.c.key.in_(chunk))
+                )
+                known.update({k: int(i) for k, i in rows})
+        return [known[k] for k in keys]
+
+    def ingest(self, report: Report, run: RunIdentity) -> bool:
+        """Store one report; False when it was stored before (nothing changes then)."""
+        key = run.report_key(report.digest)
+        with self.engine.begin() as conn:
+            if conn.execute(sa.select(reports.c.id).where(reports.c.key == key)).first():
+                return False
+            repo_id = self.repo_id(conn, run.repo, run.installation_id)
+            context_id = self._id(conn, contexts, {"key": run.context.key()}, {})
+            ids = self._test_ids(conn, repo_id, report.results)
+            passed: dict[int, float] = {}
+            skipped: set[int] = set()
+            kept: list[tuple[int, TestResult]] = []
+            for test_pk, result in zip(ids, report.results, strict=True):
+                if len(result.attempts) == 1 and result.outcome is Outcome.PASSED:
+                    passed[test_pk] = result.attempts[0].duration
+                elif len(result.attempts) == 1 and result.outcome is Outcome.SKIPPED:
+                    skipped.add(test_pk)
+                else:
+                    kept.append((test_pk, result))
+            order = sorted(passed)
+            inserted = conn.execute(
+                self._insert(reports)
+                .values(
+                    key=key,
+                    repo_id=repo_id,
+                    context_id=context_id,
+                    commit_sha=run.commit,
+                    attempt=run.attempt,
+                    run_id=run.run_id,
+                    run_index=run.run_index,
+                    started_at=run.started_at,
+                    source=run.source,
+                    digest=report.digest,
+                    artifact_id=run.artifact_id,
+                    results=len(report.results),
+                    passed_ids=codec.pack_ids(order),
+                    passed_ms=codec.pack_ms([passed[i] for i in order]),
+                    skipped_ids=codec.pack_ids(sorted(skipped)),
+                )
+                .on_conflict_do_nothing()
+                .returning(reports.c.id)
+            ).scalar()
+            if inserted is None:  # another worker stored it a moment ago
+                return False
+            if kept:
+                conn.execute(
+                    observations.insert(),
+                    [
+                        {
+                            "report_id": inserted,
+                            "test_id": test_pk,
+                            "outcome": result.outcome.value,
+                            "attempts": _attempts_json(result),
+                            "duration": sum(a.duration for a in result.attempts),
+                            "message": result.message,
+                        }
+                        for test_pk, result in kept
+                    ],
+                )
+        return True
+
+    # reading
+
+    def history(self, repo: str, test_ids: Iterable[str] | None = None) -> list[TestHistory]:
+        """Every stored observation of the repository's tests (or of the named ones), per test and context.
+
+        Reports are ordered by when they ran (``started_at``, then ``run_index``), then by commit and
+        attempt, so the result does not depend on the order in which files were read.
+        """
+        wanted = set(test_ids) if test_ids is not None else None
+        with self.engine.connect() as conn:
+            repo_pk = conn.execute(sa.select(repos.c.id).where(repos.c.full_name == repo)).scalar()
+            if repo_pk is None:
+                return []
+            test_rows = conn.execute(
+                sa.select(
+                    tests.c.id, tests.c.test_id, tests.c.family, tests.c.classname,
+                    tests.c.name, tests.c.file, tests.c.line,
+                ).where(tests.c.repo_id == repo_pk)
+            ).all()
+            info = {row.id: row for row in test_rows if wanted is None or row.test_id in wanted}
+            context_keys = {int(i): str(k) for i, k in conn.execute(sa.select(contexts.c.id, contexts.c.key))}
+            report_rows = conn.execute(
+                sa.select(
+                    reports.c.id, reports.c.context_id, reports.c.commit_sha, reports.c.attempt,
+                    reports.c.run_id, reports.c.run_index, reports.c.started_at, reports.c.digest,
+                    reports.c.passed_ids, reports.c.passed_ms, reports.c.skipped_ids,
+                ).where(reports.c.repo_id == repo_pk)
+            ).all()
+            kept_rows = conn.execute(
+                sa.select(
+                    observations.c.report_id, observations.c.test_id, observations.c.attempts,
+                    observations.c.message,
+                )
+                .join(reports, reports.c.id == observations.c.report_id)
+                .where(reports.c.repo_id == repo_pk)
+            ).all()
+        report_rows.sort(
+            key=lambda r: (r.started_at or "", r.run_index or 0, r.commit_sha, r.attempt, r.digest, r.id)
+        )
+        kept: dict[int, list[tuple[int, str, str]]] = {}
+        for row in kept_rows:
+            kept.setdefault(row.report_id, []).append((row.test_id, row.attempts, row.message))
+        histories: dict[tuple[int, int], TestHistory] = {}
+
+        def history_of(test_pk: int, context_id: int) -> TestHistory:
+            found = histories.get((test_pk, context_id))
+            if found is None:
+                t = info[test_pk]
+                found = TestHistory(
+                    t.test_id, t.family, t.classname, t.name, t.file, t.line, context_keys[context_id]
+                )
+                histories[(test_pk, context_id)] = found
+            return found
+
+        for order, r in enumerate(report_rows):
+            ids = codec.unpack_ids(r.passed_ids)
+            seconds = codec.unpack_ms(r.passed_ms)
+            rows: list[tuple[int, str, float, str]] = [
+                (i, "P", s, "") for i, s in zip(ids, seconds, strict=True) if i in info
+            ]
+            rows.extend((i, "S", 0.0, "") for i in codec.unpack_ids(r.skipped_ids) if i in info)
+            for test_pk, attempts_json, message in kept.get(r.id, ()):
+                if test_pk in info:
+                    attempts = json.loads(attempts_json)
+                    rows.append((test_pk, "".join(a[0] for a in attempts), sum(a[1] for a in attempts), message))
+            for test_pk, outcomes, secs, message in rows:
+                history_of(test_pk, r.context_id).observations.append(
+                    Observation(order, r.commit_sha, r.attempt, r.run_id, r.started_at, outcomes, secs, message)
+                )
+        return sorted(histories.values(), key=lambda h: (h.test_id, h.context))
+
+    def counts(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            return {
+                t.name: int(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one())
+                for t in (repos, contexts, tests, reports, observations)
+            }
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()

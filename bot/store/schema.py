@@ -1,0 +1,92 @@
+"""The tables, as SQLAlchemy Core objects. Changes go through a migration in ``migrations/versions``.
+
+Passing results take no row each: a report keeps the ids of its passing and skipped tests (and the
+passing tests' durations) as compressed arrays. Every result with a failed attempt, or with more than
+one attempt, is an ``observations`` row with its attempts.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+repos = Table(
+    "repos",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("full_name", String(300), nullable=False, unique=True),
+    Column("github_id", BigInteger, nullable=True),
+    Column("installation_id", BigInteger, nullable=True),
+)
+
+contexts = Table(
+    "contexts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("key", Text, nullable=False, unique=True),
+)
+
+tests = Table(
+    "tests",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("repo_id", Integer, ForeignKey("repos.id"), nullable=False),
+    Column("key", String(64), nullable=False),
+    Column("test_id", Text, nullable=False),
+    Column("family", Text, nullable=False),
+    Column("classname", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("file", Text, nullable=True),
+    Column("line", Integer, nullable=True),
+    UniqueConstraint("repo_id", "key", name="uq_tests_repo_key"),
+)
+
+reports = Table(
+    "reports",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("key", String(64), nullable=False, unique=True),
+    Column("repo_id", Integer, ForeignKey("repos.id"), nullable=False),
+    Column("context_id", Integer, ForeignKey("contexts.id"), nullable=False),
+    Column("commit_sha", String(100), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("run_id", BigInteger, nullable=True),
+    Column("run_index", BigInteger, nullable=True),
+    Column("started_at", String(40), nullable=True),
+    Column("source", Text, nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("artifact_id", BigInteger, nullable=True),
+    Column("results", Integer, nullable=False),
+    Column("passed_ids", LargeBinary, nullable=False),
+    Column("passed_ms", LargeBinary, nullable=False),
+    Column("skipped_ids", LargeBinary, nullable=False),
+    Index("ix_reports_repo_commit", "repo_id", "commit_sha"),
+)
+
+observations = Table(
+    "observations",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("report_id", Integer, ForeignKey("reports.id"), nullable=False),
+    Column("test_id", Integer, ForeignKey("tests.id"), nullable=False),
+    Column("outcome", String(10), nullable=False),
+    Column("attempts", Text, nullable=False),
+    Column("duration", Float, nullable=False),
+    Column("message", Text, nullable=False),
+    UniqueConstraint("report_id", "test_id", name="uq_observations_report_test"),
+    Index("ix_observations_test", "test_id"),
+)

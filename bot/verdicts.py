@@ -1,0 +1,277 @@
+"""Judging tests: on one commit (same code), over a history, and the 7-day known-flaky memory.
+
+Everything here takes plain data (``TestHistory`` and its ``Observation``s) and returns plain data;
+each judgement carries its evidence in one line a person can check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from bot.store import Observation, TestHistory
+
+MIN_OBSERVATIONS = 5
+STABLE_BELOW = 0.05
+FLAKY_ABOVE = 0.10
+SAME_COMMIT_FLIP = 1.0
+CROSS_COMMIT_FLIP = 1 / 3
+# Recency: a commit's weight halves every this many newer commits.
+HALF_LIFE_COMMITS = 20
+KNOWN_FLAKY_DAYS = 7
+WINDOW_DAYS = 30
+_Z = 1.96
+
+
+class CommitVerdict(StrEnum):
+    FLAKY = "flaky"
+    FAILING = "failing"
+    PASSING = "passing"
+    UNDETERMINED = "undetermined"
+
+
+class TestVerdict(StrEnum):
+    FLAKY = "flaky"
+    BROKEN = "broken"
+    REGRESSION = "regression"
+    STABLE = "stable"
+    INSUFFICIENT_DATA = "insufficient_data"
+
+
+SINGLE_FAIL_POLICIES = (CommitVerdict.UNDETERMINED, CommitVerdict.FAILING, CommitVerdict.FLAKY)
+
+
+def short(sha: str) -> str:
+    return sha[:7]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitJudgement:
+    commit: str
+    verdict: CommitVerdict
+    attempts: int  # attempts that ran (skipped ones not counted)
+    passed: int
+    failed: int
+    seconds: float
+    evidence: str
+
+
+def _attempt_words(observations: Sequence[Observation]) -> str:
+    """``failed on attempt 1, passed on attempt 2`` with in-report retries spelled out."""
+    words = {"P": "passed", "F": "failed", "E": "errored", "S": "skipped"}
+    parts = []
+    for obs in observations:
+        run = f" of run {obs.run_id}" if obs.run_id is not None else ""
+        if len(obs.outcomes) == 1:
+            parts.append(f"{words[obs.outcomes]} on attempt {obs.attempt}{run}")
+        else:
+            steps = ", then ".join(words[c] for c in obs.outcomes)
+            parts.append(f"on attempt {obs.attempt}{run} {steps} (retries in one report)")
+    return "; ".join(parts)
+
+
+def judge_commit(
+    commit: str,
+    observations: Sequence[Observation],
+    policy: CommitVerdict = CommitVerdict.UNDETERMINED,
+) -> CommitJudgement:
+    """One test on one commit in one context, across every attempt and in-report retry."""
+    letters = "".join(o.outcomes for o in observations).replace("S", "")
+    failed = sum(1 for c in letters if c in "FE")
+    passed = len(letters) - failed
+    if failed and passed:
+        verdict = CommitVerdict.FLAKY
+    elif failed >= 2:
+        verdict = CommitVerdict.FAILING
+    elif failed == 1:
+        verdict = policy
+    else:
+        verdict = CommitVerdict.PASSING
+    seconds = sum(o.seconds for o in observations)
+    evidence = f"{short(commit)}: {_attempt_words(observations)}"
+    if failed == 1 and not passed:
+        evidence += f"; a single failure, no second run of this code (single-fail policy: {policy.value})"
+    return CommitJudgement(commit, verdict, len(letters), passed, failed, seconds, evidence)
+
+
+def by_commit(observations: Sequence[Observation]) -> list[tuple[str, list[Observation]]]:
+    """Observations grouped by commit, commits in the order they first ran."""
+    groups: dict[str, list[Observation]] = {}
+    for obs in observations:
+        groups.setdefault(obs.commit, []).append(obs)
+    return list(groups.items())
+
+
+def wilson_lower_bound(p: float, n: int, z: float = _Z) -> float:
+    if n <= 0:
+        return 0.0
+    p = min(1.0, max(0.0, p))
+    denominator = 1 + z * z / n
+    centre = p + z * z / (2 * n)
+    margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, (centre - margin) / denominator)
+
+
+def flip_score(observations: Sequence[Observation]) -> tuple[float, int]:
+    """The recency-weighted rate of outcome changes between neighbouring attempts, and their count.
+
+    A change between two attempts of one commit weighs 1, across commits 1/3; a commit's weight
+    halves every ``HALF_LIFE_COMMITS`` newer commits, so reruns of one commit age together.
+    """
+    sequence = [(o.commit, c in "FE") for o in observations for c in o.outcomes if c != "S"]
+    commits = {commit: i for i, (commit, _) in enumerate(by_commit(observations))}
+    newest = len(commits) - 1
+    weighted = total = 0.0
+    for (commit_a, fail_a), (commit_b, fail_b) in zip(sequence, sequence[1:], strict=False):
+        recency = 0.5 ** ((newest - commits[commit_b]) / HALF_LIFE_COMMITS)
+        total += recency
+        if fail_a != fail_b:
+            weighted += recency * (SAME_COMMIT_FLIP if commit_a == commit_b else CROSS_COMMIT_FLIP)
+    return (weighted / total if total else 0.0), len(sequence)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryJudgement:
+    verdict: TestVerdict
+    score: float
+    lower_bound: float
+    observations: int  # attempts that ran, in the window
+    runs: int  # reports that held the test and did not skip it
+    failed_runs: int
+    commits: int
+    proof_commits: tuple[str, ...]  # commits with a pass and a failure of this test
+    first_failing_commit: str | None
+    evidence: str
+
+
+def in_window(observations: Sequence[Observation], days: int = WINDOW_DAYS) -> list[Observation]:
+    """The observations of the last ``days`` days before the newest one; all of them when undated."""
+    dated = [o.started_at for o in observations if o.started_at]
+    if not dated:
+        return list(observations)
+    since = (_parse_time(max(dated)) - timedelta(days=days)).isoformat()
+    return [o for o in observations if not o.started_at or _parse_time(o.started_at).isoformat() >= since]
+
+
+def _parse_time(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.now().astimezone().tzinfo)
+
+
+def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None:
+    """The first failing commit when every commit before it passed and every one from it failed."""
+    states = []
+    for commit, observations in groups:
+        letters = "".join(o.outcomes for o in observations).replace("S", "")
+        if not letters:
+            continue
+        fails = sum(1 for c in letters if c in "FE")
+        if 0 < fails < len(letters):
+            return None
+        states.append((commit, fails > 0))
+    first = next((i for i, (_, failing) in enumerate(states) if failing), None)
+    if first is None or first == 0 or len(states) - first < 2:
+        return None
+    if all(failing for _, failing in states[first:]):
+        return states[first][0]
+    return None
+
+
+def judge_history(history: TestHistory) -> HistoryJudgement:
+    observations = in_window(history.observations)
+    ran = [o for o in observations if o.outcomes.replace("S", "")]
+    groups = by_commit(ran)
+    letters = "".join(o.outcomes for o in ran).replace("S", "")
+    n = len(letters)
+    failed_runs = sum(1 for o in ran if "F" in o.outcomes or "E" in o.outcomes)
+    proof = tuple(
+        commit
+        for commit, obs in groups
+        if judge_commit(commit, obs).verdict is CommitVerdict.FLAKY
+    )
+    score, _ = flip_score(ran)
+    lower = wilson_lower_bound(score, n)
+    counts = f"failed {failed_runs} of {len(ran)} runs on {_plural(len(groups), 'commit')}"
+    numbers = f"score {score:.3f}, lower bound {lower:.3f}"
+
+    def verdict(v: TestVerdict, evidence: str, first_failing: str | None = None) -> HistoryJudgement:
+        return HistoryJudgement(
+            v, score, lower, n, len(ran), failed_runs, len(groups), proof, first_failing, evidence
+        )
+
+    if proof:
+        named = ", ".join(short(c) for c in proof[:5]) + (", …" if len(proof) > 5 else "")
+        return verdict(
+            TestVerdict.FLAKY,
+            f"passed and failed on the same commit on {len(proof)} of {_plural(len(groups), 'commit')} "
+            f"({named}); {counts}; {numbers}",
+        )
+    if n < MIN_OBSERVATIONS:
+        return verdict(
+            TestVerdict.INSUFFICIENT_DATA, f"{_plural(n, 'observation')}, fewer than {MIN_OBSERVATIONS}; {counts}"
+        )
+    if failed_runs == len(ran):
+        return verdict(TestVerdict.BROKEN, f"{counts}: fails every time, not flaky")
+    first_failing = _change_point(groups)
+    if first_failing is not None:
+        before = next(i for i, (c, _) in enumerate(groups) if c == first_failing)
+        return verdict(
+            TestVerdict.REGRESSION,
+            f"passed on {_plural(before, 'commit')}, then failed on every run from {short(first_failing)} on "
+            f"({_plural(len(groups) - before, 'commit')}); {counts}",
+            first_failing,
+        )
+    if lower > FLAKY_ABOVE:
+        return verdict(TestVerdict.FLAKY, f"outcomes change across commits; {counts}; {numbers} > {FLAKY_ABOVE}")
+    if score < STABLE_BELOW:
+        return verdict(TestVerdict.STABLE, f"{counts}; {numbers} < {STABLE_BELOW}")
+    return verdict(
+        TestVerdict.INSUFFICIENT_DATA,
+        f"{counts}; {numbers}: between stable ({STABLE_BELOW}) and flaky ({FLAKY_ABOVE})",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KnownFlaky:
+    runs: int
+    failed_runs: int
+    same_code_pairs: int  # commits on which the test both passed and failed
+
+    def sentence(self, test: str) -> str:
+        times = "once" if self.same_code_pairs == 1 else f"on {self.same_code_pairs} commits"
+        return (
+            f"{test} failed {self.failed_runs} of {self.runs} runs in the last {KNOWN_FLAKY_DAYS} days and both "
+            f"passed and failed on the same code {times}. It may be flaky rather than broken by this change: "
+            "rerun it before you change code for it."
+        )
+
+
+def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlaky | None:
+    """Whether the test both passed and failed on the same code within the last 7 days before ``now``.
+
+    Undated observations (local files without run times) cannot be placed in time and are left out.
+    """
+    since = now - timedelta(days=KNOWN_FLAKY_DAYS)
+    recent = [
+        o for o in observations if o.started_at and since <= _parse_time(o.started_at) <= now and o.outcomes != "S"
+    ]
+    pairs = sum(1 for commit, obs in by_commit(recent) if judge_commit(commit, obs).verdict is CommitVerdict.FLAKY)
+    if not pairs:
+        return None
+    failed = sum(1 for o in recent if "F" in o.outcomes or "E" in o.outcomes)
+    return KnownFlaky(len(recent), failed, pairs)
+
+
+def no_longer_flaky(was_known_flaky: bool, now: KnownFlaky | None) -> bool:
+    """True once, when a test that was known flaky has no same-code pass and failure left in the window.
+
+    The caller records the new state, so the announcement is made once.
+    """
+    return was_known_flaky and now is None
