@@ -29,6 +29,8 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass(frozen=True, slots=True)
 class TestAnalysis:
+    __test__ = False  # not a pytest test class
+
     history: TestHistory
     judgement: HistoryJudgement
     commits: tuple[CommitJudgement, ...]

@@ -89,6 +89,9 @@ def _analyze(args: argparse.Namespace) -> int:
     finally:
         store.close()
     sys.stdout.write(RENDERERS[args.format](analysis))
+    # on stderr, so that the same analysis run twice prints the same bytes on stdout
+    where = store.engine.url.render_as_string(hide_password=True)
+    print(f"flaketally: {analysis.new_reports} new of {analysis.usable} reports stored in {where}", file=sys.stderr)
     if analysis.usable == 0:
         print("flaketally: no usable report among the paths given", file=sys.stderr)
         return EXIT_USAGE

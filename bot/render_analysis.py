@@ -26,7 +26,7 @@ def to_text(analysis: Analysis) -> str:
     lines = [
         f"policy\tsingle-fail={analysis.policy.value}",
         f"rates\t{analysis.rates.describe()}",
-        f"reports\tread={analysis.usable}\trefused={analysis.refused}\tnew={analysis.new_reports}",
+        f"reports\tread={analysis.usable}\trefused={analysis.refused}",
     ]
     for t in analysis.tests:
         ctx = t.context.display()
@@ -42,11 +42,12 @@ def to_text(analysis: Analysis) -> str:
                     f"attempts={c.attempts}\tpassed={c.passed}\tfailed={c.failed}\t{_tab(c.evidence)}"
                 )
     for rank, t in enumerate(analysis.ranking(), 1):
-        c = t.cost
+        cost = t.cost
         lines.append(
-            f"cost\t{rank}\t{_tab(t.history.test_id)}\t{t.context.display()}\tevents={c.events}\t"
-            f"wasted_compute={c.wasted_compute_minutes:.3f} min\tdeveloper={c.developer_minutes:.1f} min\t"
-            f"compute={_money(c.compute, cur)}\tdeveloper_cost={_money(c.developer, cur)}\ttotal={_money(c.total, cur)}"
+            f"cost\t{rank}\t{_tab(t.history.test_id)}\t{t.context.display()}\tevents={cost.events}\t"
+            f"wasted_compute={cost.wasted_compute_minutes:.3f} min\tdeveloper={cost.developer_minutes:.1f} min\t"
+            f"compute={_money(cost.compute, cur)}\tdeveloper_cost={_money(cost.developer, cur)}\t"
+            f"total={_money(cost.total, cur)}"
         )
     lines.append(f"total\t{_money(analysis.total_cost, cur)}")
     lines.extend(f"warning\t{_tab(w.path)}\t{_tab(w.message)}" for w in analysis.warnings)
@@ -98,7 +99,7 @@ def to_json(analysis: Analysis) -> str:
             "developer_minutes_per_event": r.developer_minutes_per_event,
         },
         "currency": r.currency,
-        "reports": {"read": analysis.usable, "refused": analysis.refused, "new": analysis.new_reports},
+        "reports": {"read": analysis.usable, "refused": analysis.refused},
         "tests": [_test_json(t) for t in analysis.tests],
         "ranking": [
             {"rank": i, "id": t.history.test_id, "context": t.history.context, "total": round(t.cost.total, 6)}

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from itertools import pairwise
 
 from bot.store import Observation, TestHistory
 
@@ -39,6 +40,9 @@ class TestVerdict(StrEnum):
     REGRESSION = "regression"
     STABLE = "stable"
     INSUFFICIENT_DATA = "insufficient_data"
+
+
+TestVerdict.__test__ = False  # type: ignore[attr-defined]  # not a pytest test class
 
 
 SINGLE_FAIL_POLICIES = (CommitVerdict.UNDETERMINED, CommitVerdict.FAILING, CommitVerdict.FLAKY)
@@ -129,7 +133,7 @@ def flip_score(observations: Sequence[Observation]) -> tuple[float, int]:
     commits = {commit: i for i, (commit, _) in enumerate(by_commit(observations))}
     newest = len(commits) - 1
     weighted = total = 0.0
-    for (commit_a, fail_a), (commit_b, fail_b) in zip(sequence, sequence[1:], strict=False):
+    for (commit_a, fail_a), (commit_b, fail_b) in pairwise(sequence):
         recency = 0.5 ** ((newest - commits[commit_b]) / HALF_LIFE_COMMITS)
         total += recency
         if fail_a != fail_b:

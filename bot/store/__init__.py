@@ -21,6 +21,7 @@ from bot.junit import Outcome, Report, TestResult
 from bot.store import codec
 from bot.store.schema import contexts, observations, reports, repos, tests
 
+_BATCH = 500
 OUTCOME_CODE = {Outcome.PASSED: "P", Outcome.FAILED: "F", Outcome.ERROR: "E", Outcome.SKIPPED: "S"}
 
 
@@ -53,6 +54,8 @@ class Observation:
 
 @dataclass(slots=True)
 class TestHistory:
+    __test__ = False  # not a pytest test class
+
     test_id: str
     family: str
     classname: str
@@ -115,14 +118,18 @@ class Store:
         return self._id(conn, repos, {"full_name": full_name}, {"installation_id": installation_id})
 
     def _test_ids(self, conn: Connection, repo_id: int, results: list[TestResult]) -> list[int]:
+        """The store's ids of these tests, adding the ones it has not seen."""
         keys = [hashlib.sha256(r.id.encode("utf-8", "surrogatepass")).hexdigest() for r in results]
-        known: dict[str, int] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            rows = conn.execute(
-                sa.select(tests.c.key, tests.c.id).where(tests.c.repo_id == repo_id, tests.c.key.in_(chunk))
-            )
-            known.update({k: int(i) for k, i in rows})
+
+        def lookup(wanted: list[str]) -> dict[str, int]:
+            found: dict[str, int] = {}
+            for start in range(0, len(wanted), _BATCH):
+                where = tests.c.key.in_(wanted[start : start + _BATCH])
+                rows = conn.execute(sa.select(tests.c.key, tests.c.id).where(tests.c.repo_id == repo_id, where))
+                found.update({str(k): int(i) for k, i in rows})
+            return found
+
+        known = lookup(keys)
         missing = [
             {
                 "repo_id": repo_id,
@@ -137,16 +144,10 @@ class Store:
             for key, r in zip(keys, results, strict=True)
             if key not in known
         ]
+        for start in range(0, len(missing), _BATCH):
+            conn.execute(self._insert(tests).on_conflict_do_nothing(), missing[start : start + _BATCH])
         if missing:
-            for start in range(0, len(missing), 500):
-                conn.execute(self._insert(tests).on_conflict_do_nothing(), missing[start : start + 500])
-            new = [row["key"] for row in missing]
-            for start in range(0, len(new), 500):
-                chunk = new[start : start + 500]
-                rows = conn.execute(
-                    sa.select(tests.c.key, tests.c.id).where(tests.c.repo_id == repo_id, tests.c.key.in_(chunk))
-                )
-                known.update({k: int(i) for k, i in rows})
+            known.update(lookup([str(row["key"]) for row in missing]))
         return [known[k] for k in keys]
 
     def ingest(self, report: Report, run: RunIdentity) -> bool:
@@ -231,13 +232,13 @@ class Store:
             ).all()
             info = {row.id: row for row in test_rows if wanted is None or row.test_id in wanted}
             context_keys = {int(i): str(k) for i, k in conn.execute(sa.select(contexts.c.id, contexts.c.key))}
-            report_rows = conn.execute(
+            report_rows = list(conn.execute(
                 sa.select(
                     reports.c.id, reports.c.context_id, reports.c.commit_sha, reports.c.attempt,
                     reports.c.run_id, reports.c.run_index, reports.c.started_at, reports.c.digest,
                     reports.c.passed_ids, reports.c.passed_ms, reports.c.skipped_ids,
                 ).where(reports.c.repo_id == repo_pk)
-            ).all()
+            ))
             kept_rows = conn.execute(
                 sa.select(
                     observations.c.report_id, observations.c.test_id, observations.c.attempts,

@@ -1,0 +1,132 @@
+"""``flaketally analyze`` as a user runs it: formats, exit codes, flags, determinism."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.store import Store
+from tests.test_store import dump
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FLAKELEDGER = FIXTURES / "flakeledger"
+RUNNERS = FIXTURES / "real-runners"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["analyze", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+def test_the_same_analysis_twice_is_byte_identical_and_leaves_the_store_unchanged(
+    fmt: str, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = [str(FLAKELEDGER), str(RUNNERS / "gotestsum-rerun"), str(RUNNERS / "playwright-include-retries")]
+    first = run(capsys, *paths, "--db", store_url, "--format", fmt)
+    store = Store(store_url)
+    before = dump(store)
+    second = run(capsys, *paths, "--db", store_url, "--format", fmt)
+    assert dump(store) == before
+    store.close()
+    assert first[0] == second[0] == 1
+    assert first[1] == second[1]
+    assert "new of" in first[2] and "0 new of" in second[2]
+
+
+def test_input_order_does_not_change_the_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    forward = run(capsys, str(RUNNERS / "jest"), str(FLAKELEDGER), "--db", str(tmp_path / "a.db"))[1]
+    backward = run(capsys, str(FLAKELEDGER), str(RUNNERS / "jest"), "--db", str(tmp_path / "b.db"))[1]
+    assert forward == backward
+
+
+def test_json_document_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(FLAKELEDGER), "--db", str(tmp_path / "s.db"), "--format", "json")
+    doc = json.loads(out)
+    assert code == 1
+    assert (doc["flaketally"], doc["version"]) == ("analysis", 1)
+    assert set(doc) >= {"policy", "rates", "currency", "warnings", "tests"}
+    test = next(t for t in doc["tests"] if t["name"] == "test_apply_coupon")
+    assert set(test) >= {"classname", "name", "id", "family", "context", "verdict", "commits", "score",
+                         "lower_bound", "cost", "evidence"}
+    assert set(test["cost"]) == {"events", "wasted_compute_minutes", "developer_minutes", "compute",
+                                 "developer", "total"}
+    assert set(test["commits"][0]) >= {"sha", "verdict", "attempts", "passed", "failed"}
+    assert test["verdict"] == "flaky"
+
+
+def test_exit_zero_without_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clean = tmp_path / "clean.xml"
+    clean.write_text('<testsuite commit="abc" attempt="1"><testcase classname="m" name="t" time="1"/></testsuite>')
+    assert run(capsys, str(clean), "--db", str(tmp_path / "s.db"))[0] == 0
+
+
+def test_exit_two_without_a_usable_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.xml"
+    broken.write_text("<testsuite><testcase")
+    code, out, err = run(capsys, str(broken), str(tmp_path / "missing.xml"), "--db", str(tmp_path / "s.db"))
+    assert code == 2
+    assert f"warning\t{broken}\tnot well-formed XML" in out
+    assert f"warning\t{tmp_path / 'missing.xml'}\tno such file or directory" in out
+    assert "no usable report" in err
+
+
+def test_exit_two_on_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["analyze", "x.xml", "--single-fail-policy", "maybe"])
+    assert exited.value.code == 2
+    with pytest.raises(SystemExit) as exited:
+        main(["analyze", "x.xml", "--compute-rate", "-1"])
+    assert exited.value.code == 2
+
+
+def test_rates_and_currency_are_declared_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--developer-rate", "2", "--developer-minutes", "10", "--compute-rate", "0", "--currency", "EUR"]
+    _, out, _ = run(capsys, str(FLAKELEDGER), "--db", str(tmp_path / "s.db"), *args)
+    assert "total\t60.0000 EUR\n" in out  # 3 events x 10 min x 2 EUR
+    assert "rates\t10 developer minutes per flaky event at 2.00 EUR/min, CI compute at 0 EUR/min\n" in out
+
+
+def test_single_fail_policy_is_printed_and_applied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = tmp_path / "one.xml"
+    one.write_text('<testsuite commit="abc" attempt="1"><testcase classname="m" name="t"><failure/></testcase>'
+                   "</testsuite>")
+    _, out, _ = run(capsys, str(one), "--db", str(tmp_path / "s.db"), "--single-fail-policy", "failing")
+    assert "policy\tsingle-fail=failing\n" in out
+    assert "commit\tfailing\tm::t\t" in out
+    _, md, _ = run(capsys, str(one), "--db", str(tmp_path / "t.db"), "--format", "markdown")
+    assert "single-fail policy: undetermined" in md
+    assert "**undetermined**" in md
+
+
+def test_markdown_shows_the_cost_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, md, _ = run(capsys, str(FLAKELEDGER), "--db", str(tmp_path / "s.db"), "--format", "markdown")
+    assert "| 1 | `tests.payments.test_checkout::test_apply_coupon` | 2 | 0.028 min | 30.0 min |" in md
+    assert "Total flaky cost: **67.5008 USD**" in md
+
+
+def test_progress_goes_to_stderr_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    main(["analyze", str(FLAKELEDGER), "--db", str(tmp_path / "s.db")])
+    assert "reading 7/7" in terminal.getvalue()
+    _, err = capsys.readouterr()
+    assert err == ""
+
+
+def test_missing_commit_is_a_warning_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    anon = tmp_path / "anon.xml"
+    anon.write_text('<testsuite><testcase classname="m" name="t"/></testsuite>')
+    _, out, _ = run(capsys, str(anon), "--db", str(tmp_path / "s.db"))
+    assert f"warning\t{anon}\tno commit in the report or a meta.json beside it: judged alone as commit local-" in out

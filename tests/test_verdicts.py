@@ -1,0 +1,153 @@
+"""Verdicts on one commit, over a history, and the 7-day known-flaky memory."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.store import Observation, TestHistory
+from bot.verdicts import (
+    CommitVerdict,
+    TestVerdict,
+    flip_score,
+    judge_commit,
+    judge_history,
+    known_flaky,
+    no_longer_flaky,
+    wilson_lower_bound,
+)
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def obs(commit: str, outcomes: str, attempt: int = 1, *, order: int = 0, days_ago: float | None = None) -> Observation:
+    started = (NOW - timedelta(days=days_ago)).isoformat() if days_ago is not None else None
+    return Observation(order, commit, attempt, 163, started, outcomes, 1.0 * len(outcomes))
+
+
+def history(*observations: Observation) -> TestHistory:
+    return TestHistory("m::t", "m::t", "m", "t", None, None, "default", list(observations))
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "verdict", "passed", "failed"),
+    [
+        (["F", "P"], CommitVerdict.FLAKY, 1, 1),
+        (["FP"], CommitVerdict.FLAKY, 1, 1),  # a flaky pass inside one report
+        (["F", "F"], CommitVerdict.FAILING, 0, 2),
+        (["FF"], CommitVerdict.FAILING, 0, 2),
+        (["E", "F"], CommitVerdict.FAILING, 0, 2),
+        (["P", "S"], CommitVerdict.PASSING, 1, 0),
+        (["S"], CommitVerdict.PASSING, 0, 0),
+        (["F"], CommitVerdict.UNDETERMINED, 0, 1),
+        (["F", "S"], CommitVerdict.UNDETERMINED, 0, 1),
+    ],
+)
+def test_commit_verdicts(outcomes: list[str], verdict: CommitVerdict, passed: int, failed: int) -> None:
+    judged = judge_commit("3484a3f0", [obs("3484a3f0", o, i + 1) for i, o in enumerate(outcomes)])
+    assert (judged.verdict, judged.passed, judged.failed) == (verdict, passed, failed)
+
+
+def test_evidence_names_commit_attempts_and_run() -> None:
+    judged = judge_commit("3484a3f0aa", [obs("3484a3f0aa", "F", 1), obs("3484a3f0aa", "P", 2)])
+    assert judged.evidence == "3484a3f: failed on attempt 1 of run 163; passed on attempt 2 of run 163"
+
+
+@pytest.mark.parametrize("policy", [CommitVerdict.UNDETERMINED, CommitVerdict.FAILING, CommitVerdict.FLAKY])
+def test_single_fail_policy_decides_a_lone_failure(policy: CommitVerdict) -> None:
+    judged = judge_commit("c", [obs("c", "F")], policy)
+    assert judged.verdict is policy
+    assert f"single-fail policy: {policy.value}" in judged.evidence
+
+
+def test_a_failure_on_one_commit_and_a_pass_on_another_is_not_flaky() -> None:
+    judged = judge_history(history(obs("a", "F", order=0), obs("b", "P", order=1)))
+    assert judged.verdict is not TestVerdict.FLAKY
+    assert judged.proof_commits == ()
+
+
+def test_proof_beats_score() -> None:
+    passes = [obs(f"c{i}", "P", order=i) for i in range(30)]
+    judged = judge_history(history(*passes, obs("c29", "F", 2, order=30)))
+    assert judged.verdict is TestVerdict.FLAKY
+    assert judged.proof_commits == ("c29",)
+    assert "c29" in judged.evidence
+
+
+def test_fewer_than_five_observations_are_not_scored() -> None:
+    judged = judge_history(history(*(obs(f"c{i}", "P", order=i) for i in range(4))))
+    assert judged.verdict is TestVerdict.INSUFFICIENT_DATA
+
+
+def test_always_failing_is_broken() -> None:
+    judged = judge_history(history(*(obs(f"c{i}", "F", order=i) for i in range(6))))
+    assert judged.verdict is TestVerdict.BROKEN
+    assert judged.score == 0.0
+
+
+def test_single_change_point_is_a_regression_naming_the_first_failing_commit() -> None:
+    seq = [obs(f"c{i}", "P" if i < 6 else "F", order=i) for i in range(10)]
+    judged = judge_history(history(*seq))
+    assert judged.verdict is TestVerdict.REGRESSION
+    assert judged.first_failing_commit == "c6"
+
+
+def test_cross_commit_flips_alone_can_make_a_test_flaky() -> None:
+    seq = [obs(f"c{i}", "PF"[i % 2], order=i) for i in range(60)]
+    judged = judge_history(history(*seq))
+    assert judged.verdict is TestVerdict.FLAKY
+    assert judged.lower_bound > 0.10
+
+
+def test_stable() -> None:
+    judged = judge_history(history(*(obs(f"c{i}", "P", order=i) for i in range(20))))
+    assert (judged.verdict, judged.score) == (TestVerdict.STABLE, 0.0)
+
+
+def test_flip_weights_same_commit_one_cross_commit_a_third() -> None:
+    same, _ = flip_score([obs("a", "P"), obs("a", "F")])
+    cross, _ = flip_score([obs("a", "P"), obs("b", "F")])
+    assert same == pytest.approx(1.0)
+    assert cross == pytest.approx(1 / 3)
+
+
+def test_recency_ages_per_commit_not_per_observation() -> None:
+    # an old flip followed by many reruns of one newer commit: the reruns all share one age
+    many = [obs("old", "P"), obs("old", "F")] + [obs("new", "P", i) for i in range(1, 40)]
+    few = [obs("old", "P"), obs("old", "F"), obs("new", "P")]
+    assert flip_score(many)[0] < flip_score(few)[0]
+
+
+def test_wilson_lower_bound() -> None:
+    assert wilson_lower_bound(0.0, 10) == 0.0
+    assert wilson_lower_bound(0.5, 100) == pytest.approx(0.4038, abs=1e-4)
+    assert wilson_lower_bound(0.5, 0) == 0.0
+
+
+def test_known_flaky_within_seven_days() -> None:
+    recent = [obs("a", "F", 1, days_ago=2), obs("a", "P", 2, days_ago=2), obs("b", "F", days_ago=1)]
+    known = known_flaky(recent, NOW)
+    assert known is not None
+    assert (known.runs, known.failed_runs, known.same_code_pairs) == (3, 2, 1)
+    assert known.sentence("`t`") == (
+        "`t` failed 2 of 3 runs in the last 7 days and both passed and failed on the same code once. "
+        "It may be flaky rather than broken by this change: rerun it before you change code for it."
+    )
+
+
+def test_known_flaky_forgets_after_seven_days_and_is_announced_once() -> None:
+    old = [obs("a", "F", 1, days_ago=8), obs("a", "P", 2, days_ago=8), obs("b", "P", days_ago=1)]
+    assert known_flaky(old, NOW) is None
+    assert no_longer_flaky(True, known_flaky(old, NOW)) is True
+    assert no_longer_flaky(False, known_flaky(old, NOW)) is False  # already announced: said once
+    still = known_flaky([obs("a", "F", 1, days_ago=1), obs("a", "P", 2, days_ago=1)], NOW)
+    assert no_longer_flaky(True, still) is False
+
+
+def test_window_keeps_thirty_days_before_the_newest_report() -> None:
+    seq = [obs("old", "F", 1, days_ago=40), obs("old", "P", 2, days_ago=40)]
+    seq += [obs(f"c{i}", "P", days_ago=1) for i in range(6)]
+    judged = judge_history(history(*seq))
+    assert judged.verdict is TestVerdict.STABLE
+    assert judged.runs == 6
