@@ -8,9 +8,23 @@ Retries a runner recorded inside one report become attempts of one result:
   Playwright with ``PLAYWRIGHT_JUNIT_INCLUDE_RETRIES``, Gradle with ``mergeReruns`` and cargo-nextest;
 - several ``<failure>`` elements in one testcase (vitest ``retry``: one per attempt);
 - a Playwright failure whose text holds ``Retry #N`` sections (one per further attempt);
-- a testcase repeated in one report (gotestsum ``--rerun-fails``, Gradle without ``mergeReruns``,
-  pytest-rerunfailures). pytest-rerunfailures writes each rerun as an *empty* testcase before the
-  final one, so in a pytest report a repeated entry that is not the last is a failed attempt.
+- a testcase repeated in one ``<testsuite>`` (gotestsum ``--rerun-fails``, Gradle without
+  ``mergeReruns``, pytest-rerunfailures). pytest-rerunfailures writes each rerun as an *empty* testcase
+  before the final one, so in a pytest report a repeated entry that is not the last is a failed attempt.
+
+What is not a retry:
+- the same classname and name in two differently named suites (jest-junit writes one suite per file and
+  its classname is the ``describe`` path, so two files often share one): two tests, each classname
+  qualified by its suite's name (``suite::classname``) so their ids differ;
+- testcases without a name: each is its own test, named by its position (``(unnamed testcase 2)``);
+- ``<failure>`` and ``<error>`` together in one testcase: one attempt that failed and then errored in its
+  teardown (pytest writes that), counted as an error.
+
+Not seen, because the XML does not show it: jest's and vitest's passes after retries, and Playwright's
+without ``includeRetries`` (only attachment links of the failed attempts are left in ``<system-out>``).
+
+A testcase whose ``status`` says it did not run (``disabled``, ``notrun``, ...) is skipped. A time that
+covers several attempts (several ``<failure>`` elements, ``Retry #N`` sections) is shared out evenly.
 """
 
 from __future__ import annotations
@@ -20,7 +34,7 @@ import re
 import xml.sax
 import xml.sax.handler
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import IO
 
@@ -34,6 +48,7 @@ MAX_DEPTH = 64
 MAX_REPORT_BYTES = 1 << 30
 MAX_TESTCASES = 5_000_000
 MAX_MESSAGE = 300
+MAX_INT = 2**31 - 1  # line and attempt numbers beyond this are nonsense, and overflow an SQL INTEGER
 _TEXT_CAP = 4096
 
 _RETRY_SECTION = re.compile(r"^\s*Retry #\d+ ─", re.MULTILINE)
@@ -125,6 +140,7 @@ class _Entry:
     file: str | None
     line: int | None
     time: float
+    suite: str
     suite_hostname: str
     final: Outcome = Outcome.PASSED
     final_message: str = ""
@@ -140,6 +156,8 @@ _FLAKY = {"flakyFailure": Outcome.FAILED, "flakyError": Outcome.ERROR}
 _RERUN = {"rerunFailure": Outcome.FAILED, "rerunError": Outcome.ERROR}
 _TEXT_OF = {"failure", "error", "flakyFailure", "flakyError", "rerunFailure", "rerunError"}
 _PROPERTY_KEYS = {"commit", "attempt", "go.version", "java.version", "os.name", "os.arch"}
+_NOT_RUN = {"disabled", "notrun", "not_run", "skipped", "ignored"}
+_DIGITS = re.compile(r"\s*\+?\d{1,10}\s*")
 
 
 def _float(value: str | None) -> float:
@@ -151,10 +169,11 @@ def _float(value: str | None) -> float:
 
 
 def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None and value.strip() else None
-    except ValueError:
+    """A non-negative decimal integer no larger than MAX_INT, else None."""
+    if value is None or not _DIGITS.fullmatch(value):
         return None
+    number = int(value)
+    return number if number <= MAX_INT else None
 
 
 class _Handler(xml.sax.handler.ContentHandler):
@@ -165,7 +184,8 @@ class _Handler(xml.sax.handler.ContentHandler):
         self.playwright = False
         self.pytest = False
         self.entries: list[_Entry] = []
-        self.suite_hostnames: list[str] = []
+        self.suites: list[tuple[str, str]] = []  # (name, hostname) of each open <testsuite>
+        self.unnamed = 0
         self.entry: _Entry | None = None
         self.child: str | None = None
         self.child_attrs: dict[str, str] = {}
@@ -179,7 +199,7 @@ class _Handler(xml.sax.handler.ContentHandler):
         self.attempt: int | None = None
         self.timestamp: str | None = None
 
-    def startElement(self, tag: str, attrs: xml.sax.xmlreader.AttributesImpl) -> None:  # noqa: N802
+    def startElement(self, tag: str, attrs: xml.sax.xmlreader.AttributesImpl) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise ReportRefused(f"elements nested deeper than {MAX_DEPTH}")
@@ -208,7 +228,7 @@ class _Handler(xml.sax.handler.ContentHandler):
                 self.props[name] = bounded(attrs.get("value", ""), 200)
 
     def _start_suite(self, attrs: xml.sax.xmlreader.AttributesImpl) -> None:
-        self.suite_hostnames.append(attrs.get("hostname", ""))
+        self.suites.append((bounded(attrs.get("name", ""), MAX_NAME), attrs.get("hostname", "")))
         if attrs.get("name") == "pytest":
             self.pytest = True
         if self.commit is None and attrs.get("commit"):
@@ -222,14 +242,22 @@ class _Handler(xml.sax.handler.ContentHandler):
         if len(self.entries) >= MAX_TESTCASES:
             raise ReportRefused(f"more than {MAX_TESTCASES} testcases")
         file = attrs.get("file") or None
+        name = attrs.get("name", "")
+        if not name.strip():
+            self.unnamed += 1
+            name = f"(unnamed testcase {self.unnamed})"
+        suite, hostname = self.suites[-1] if self.suites else ("", "")
         self.entry = _Entry(
             classname=bounded(attrs.get("classname", ""), MAX_NAME),
-            name=bounded(attrs.get("name", ""), MAX_NAME),
+            name=bounded(name, MAX_NAME),
             file=bounded(file, MAX_NAME) if file else None,
             line=_int(attrs.get("line")),
             time=_float(attrs.get("time")),
-            suite_hostname=self.suite_hostnames[-1] if self.suite_hostnames else "",
+            suite=suite,
+            suite_hostname=hostname,
         )
+        if attrs.get("status", "").strip().lower() in _NOT_RUN:
+            self.entry.final = Outcome.SKIPPED
 
     def _reset_text(self) -> None:
         self.text = []
@@ -249,7 +277,7 @@ class _Handler(xml.sax.handler.ContentHandler):
             self.retries_seen -= len(_RETRY_SECTION.findall(self.retry_tail))
             self.retry_tail = window[-200:]
 
-    def endElement(self, tag: str) -> None:  # noqa: N802
+    def endElement(self, tag: str) -> None:
         self.depth -= 1
         entry = self.entry
         if tag == "testcase" and entry is not None:
@@ -258,8 +286,8 @@ class _Handler(xml.sax.handler.ContentHandler):
         elif entry is not None and tag == self.child:
             self._end_child(entry, tag)
             self.child = None
-        elif tag == "testsuite" and self.suite_hostnames:
-            self.suite_hostnames.pop()
+        elif tag == "testsuite" and self.suites:
+            self.suites.pop()
         elif tag == "properties":
             self.in_properties = False
 
@@ -287,16 +315,18 @@ def _attempts(entry: _Entry) -> list[Attempt]:
     """The attempts one testcase element records, in the order they ran."""
     attempts = list(entry.earlier)
     if entry.failures:
-        failures = list(entry.failures)
-        if not failures[0].message and entry.system_out:
+        failures = [(f.outcome, f.message) for f in entry.failures]
+        if len({outcome for outcome, _ in failures}) > 1:
+            # <failure> and <error> together: one run that failed, then errored in its teardown.
+            failures = [(Outcome.ERROR, failures[0][1])]
+        if not failures[0][1] and entry.system_out:
             panic = next((ln for ln in entry.system_out.splitlines() if "panicked" in ln), "")
-            failures[0] = Attempt(failures[0].outcome, failures[0].duration, first_line(panic or entry.system_out))
-        first = failures[0]
-        attempts.extend(failures)
-        if entry.reruns:
-            attempts.extend(entry.reruns)
-        else:  # the rerun elements, when written, already stand for the "Retry #N" sections
-            attempts.extend(Attempt(first.outcome, first.duration, first.message) for _ in range(entry.playwright_retries))
+            failures[0] = (failures[0][0], first_line(panic or entry.system_out))
+        if not entry.reruns:  # the rerun elements, when written, already stand for the "Retry #N" sections
+            failures += [failures[0]] * entry.playwright_retries
+        share = entry.time / len(failures)  # the testcase's one time covers every attempt it stands for
+        attempts.extend(Attempt(outcome, share, message) for outcome, message in failures)
+        attempts.extend(entry.reruns)
         return attempts
     if entry.reruns:
         # A rerun element without a final failure: the test passed after its reruns.
@@ -306,23 +336,35 @@ def _attempts(entry: _Entry) -> list[Attempt]:
 
 
 def _merge(entries: Iterable[_Entry], *, pytest: bool, playwright: bool) -> list[TestResult]:
-    """One result per test: entries repeated in one report are the attempts of one test."""
-    grouped: dict[tuple[str, str, str | None, str | None], list[_Entry]] = {}
+    """One result per test: entries repeated in one suite are the attempts of one test."""
+    grouped: dict[tuple[str, str, str | None, str | None], dict[str, list[_Entry]]] = {}
     for entry in entries:
-        project = entry.suite_hostname or None if playwright else None
-        grouped.setdefault((entry.classname, entry.name, entry.file, project), []).append(entry)
+        project = (entry.suite_hostname or None) if playwright else None
+        key = (entry.classname, entry.name, entry.file, project)
+        grouped.setdefault(key, {}).setdefault(entry.suite, []).append(entry)
     results = []
-    for (classname, name, file, project), group in grouped.items():
-        attempts: list[Attempt] = []
-        for index, entry in enumerate(group):
-            these = _attempts(entry)
-            if pytest and index < len(group) - 1 and not any(a.outcome.is_failure for a in these):
-                these = [Attempt(Outcome.FAILED, entry.time)]  # the rerun plugin keeps no message
-            attempts.extend(these)
-        line = group[-1].line
-        if pytest and line is not None:
-            line += 1  # pytest's xunit1 writes 0-based lines
-        results.append(TestResult(classname, name, tuple(attempts), file, line, project))
+    taken: set[str] = set()
+    for (classname, name, file, project), suites in grouped.items():
+        for suite, group in suites.items():
+            attempts: list[Attempt] = []
+            for index, entry in enumerate(group):
+                these = _attempts(entry)
+                if pytest and index < len(group) - 1 and not any(a.outcome.is_failure for a in these):
+                    these = [Attempt(Outcome.FAILED, entry.time)]  # the rerun plugin keeps no message
+                attempts.extend(these)
+            line = group[-1].line
+            if pytest and line is not None:
+                line += 1  # pytest's xunit1 writes 0-based lines
+            qualified = classname
+            if len(suites) > 1:  # one name in several suites: several tests
+                qualified = bounded("::".join(p for p in (suite, classname) if p), MAX_NAME)
+            result = TestResult(qualified, name, tuple(attempts), file, line, project)
+            for n in range(2, len(taken) + 3):  # ids must be unique in a report; a contrived one may clash
+                if result.id not in taken:
+                    break
+                result = replace(result, name=bounded(f"{name} ({n})", MAX_NAME))
+            taken.add(result.id)
+            results.append(result)
     return results
 
 
@@ -341,12 +383,15 @@ def parse(stream: IO[bytes]) -> Report:
             if size > MAX_REPORT_BYTES:
                 raise ReportRefused(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
             digest.update(chunk)
-            reader.feed(chunk)  # type: ignore[attr-defined]
-        reader.close()  # type: ignore[attr-defined]
+            reader.feed(chunk)
+        reader.close()
     except DefusedXmlException as exc:
-        raise ReportRefused(f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)") from None
+        reason = f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)"
+        raise ReportRefused(reason) from None
     except xml.sax.SAXParseException as exc:
         raise ReportRefused(f"not well-formed XML at line {exc.getLineNumber()}: {exc.getMessage()}") from None
+    except xml.sax.SAXException as exc:
+        raise ReportRefused(f"unreadable XML: {bounded(str(exc), 200)}") from None
     if handler.root is None:
         raise ReportRefused("empty: no XML element")
     props = handler.props
