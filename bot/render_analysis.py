@@ -111,42 +111,38 @@ def to_json(analysis: Analysis) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-_ORDER = {
-    CommitVerdict.FAILING: 0,
-    CommitVerdict.UNDETERMINED: 1,
-    CommitVerdict.FLAKY: 2,
-}
+def _per_commit(t: TestAnalysis) -> str:
+    """``flaky on 2 (a1b2c3, d4e5f6), failing on 1 (…)``: the commits behind a test's verdict."""
+    parts = []
+    for verdict in (CommitVerdict.FAILING, CommitVerdict.UNDETERMINED, CommitVerdict.FLAKY):
+        shas = [c.commit[:7] for c in t.commits if c.verdict is verdict]
+        if shas:
+            named = ", ".join(shas[:3]) + (", …" if len(shas) > 3 else "")
+            parts.append(f"{verdict.value} on {len(shas)} ({named})")
+    return "; ".join(parts) or "passing on every commit"
 
 
 def to_markdown(analysis: Analysis) -> str:
+    """What a reader wants first: the tests that need attention, then what the flakes cost."""
     cur = analysis.rates.currency
-    findings = [
-        (t, c) for t in analysis.tests for c in t.commits if c.verdict is not CommitVerdict.PASSING
-    ]
-    findings.sort(key=lambda tc: (_ORDER[tc[1].verdict], tc[0].history.test_id, tc[0].history.context))
-    counts = {v: sum(1 for _, c in findings if c.verdict is v) for v in _ORDER}
+    findings = [t for t in analysis.tests if t.is_finding]
+    counts = {v: sum(1 for t in findings if t.judgement.verdict is v) for v in TestVerdict}
     out = [
-        f"### Flaketally · {len(analysis.tests)} tests on {analysis.usable} reports: "
-        f"{counts[CommitVerdict.FLAKY]} flaky, {counts[CommitVerdict.FAILING]} failing, "
-        f"{counts[CommitVerdict.UNDETERMINED]} undetermined (test, commit) pairs",
+        f"### Flaketally · {len(analysis.tests)} tests in {analysis.usable} reports: "
+        f"{counts[TestVerdict.FLAKY]} flaky, {counts[TestVerdict.BROKEN]} broken, "
+        f"{counts[TestVerdict.REGRESSION]} regressed",
         "",
     ]
     if findings:
-        out += ["| test | commit | verdict | evidence |", "|---|---|---|---|"]
+        out += ["| test | context | verdict | commits | evidence |", "|---|---|---|---|---|"]
         out += [
-            f"| {code(t.history.test_id)} | {code(c.commit[:12], 20)} | **{c.verdict.value}** | {plain(c.evidence)} |"
-            for t, c in findings
+            f"| {code(t.history.test_id)} | {plain(t.context.display(), 100)} | **{t.judgement.verdict.value}** | "
+            f"{plain(_per_commit(t))} | {plain(t.judgement.evidence)} |"
+            for t in findings
         ]
         out.append("")
-    history = [t for t in analysis.tests if t.judgement.verdict not in (TestVerdict.STABLE,)]
-    if history:
-        out += ["#### History", "", "| test | context | verdict | evidence |", "|---|---|---|---|"]
-        out += [
-            f"| {code(t.history.test_id)} | {plain(t.context.display(), 100)} | {t.judgement.verdict.value} | "
-            f"{plain(t.judgement.evidence)} |"
-            for t in history
-        ]
-        out.append("")
+    else:
+        out += ["No test failed.", ""]
     ranking = analysis.ranking()
     if ranking:
         out += [
@@ -168,7 +164,10 @@ def to_markdown(analysis: Analysis) -> str:
         "",
         "Same code = same commit and context. A pass and a failure on the same code is flaky; failures on "
         "every attempt (at least two) are failing; a single failure stays undetermined until a rerun "
-        f"(single-fail policy: {analysis.policy.value}).",
+        f"(single-fail policy: {analysis.policy.value}). Over a test's history, a pass and a failure on one "
+        "commit proves it flaky; otherwise a recency-weighted flip score (same-commit flips 1, cross-commit 1/3) "
+        "must clear 0.10 at its Wilson lower bound; a test failing every time is broken, one failing from one "
+        "commit on is a regression.",
         "</details>",
     ]
     if analysis.warnings:

@@ -75,9 +75,15 @@ def _attempt_words(observations: Sequence[Observation]) -> str:
         run = f" of run {obs.run_id}" if obs.run_id is not None else ""
         if len(obs.outcomes) == 1:
             parts.append(f"{words[obs.outcomes]} on attempt {obs.attempt}{run}")
+        elif len(set(obs.outcomes)) == 1:
+            retries = len(obs.outcomes) - 1
+            parts.append(
+                f"{words[obs.outcomes[0]]} on attempt {obs.attempt}{run} and on its {_plural(retries, 'retry')} "
+                "in the report".replace("retrys", "retries")
+            )
         else:
             steps = ", then ".join(words[c] for c in obs.outcomes)
-            parts.append(f"on attempt {obs.attempt}{run} {steps} (retries in one report)")
+            parts.append(f"on attempt {obs.attempt}{run}: {steps} (retries in one report)")
     return "; ".join(parts)
 
 

@@ -101,7 +101,7 @@ def test_single_fail_policy_is_printed_and_applied(tmp_path: Path, capsys: pytes
     assert "commit\tfailing\tm::t\t" in out
     _, md, _ = run(capsys, str(one), "--db", str(tmp_path / "t.db"), "--format", "markdown")
     assert "single-fail policy: undetermined" in md
-    assert "**undetermined**" in md
+    assert "undetermined on 1 \\(abc\\)" in md
 
 
 def test_markdown_shows_the_cost_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
