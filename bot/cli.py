@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from bot.analysis import analyze
 from bot.cost import Rates
 from bot.render_analysis import RENDERERS
+from bot.settings import Settings, SettingsError
 from bot.store import Store, StoreError
 from bot.verdicts import SINGLE_FAIL_POLICIES, CommitVerdict
 
@@ -52,6 +55,22 @@ def _parser() -> argparse.ArgumentParser:
         "--db", default=None,
         help=f"store URL or SQLite path (default: $DATABASE_URL, else ./{DEFAULT_DB})",
     )
+    serve = commands.add_parser("serve", help="run the webhook receiver (settings from the environment)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    worker = commands.add_parser("worker", help="run an rq worker with the scheduler (settings from the environment)")
+    worker.add_argument("--burst", action="store_true", help="work through the queue, then exit")
+    replay = commands.add_parser(
+        "replay", help="run the whole pipeline for one delivery against local artifact zips, printing what it posts"
+    )
+    replay.add_argument("payload", metavar="PAYLOAD.json", help="a workflow_run completed delivery's JSON body")
+    replay.add_argument("--artifacts", required=True, metavar="DIR", help="a folder of the run's artifact zips")
+    replay.add_argument("--dry-run", action="store_true", help="judge in a throwaway store: nothing is kept")
+    replay.add_argument("--db", default=None, help=f"store URL (default: $DATABASE_URL, else ./{DEFAULT_DB})")
+    replay.add_argument(
+        "--single-fail-policy", choices=[p.value for p in SINGLE_FAIL_POLICIES],
+        default=CommitVerdict.UNDETERMINED.value,
+    )
     return parser
 
 
@@ -64,9 +83,72 @@ def _progress(index: int, total: int, path: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "analyze":
-        return _analyze(args)
-    return EXIT_USAGE  # pragma: no cover - argparse requires a command
+    commands = {"analyze": _analyze, "serve": _serve, "worker": _worker, "replay": _replay}
+    return commands[args.command](args)
+
+
+def _settings(*, require_app: bool) -> Settings | None:
+    try:
+        return Settings.from_env(require_app=require_app)
+    except SettingsError as exc:
+        print(f"flaketally: {exc}", file=sys.stderr)
+        return None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    settings = _settings(require_app=False)
+    if settings is None:
+        return EXIT_USAGE
+    from bot.serve import serve
+
+    serve(settings, args.host, args.port)
+    return EXIT_CLEAN
+
+
+def _worker(args: argparse.Namespace) -> int:
+    settings = _settings(require_app=True)
+    if settings is None:
+        return EXIT_USAGE
+    from workers.main import run_worker
+
+    try:
+        run_worker(settings, burst=args.burst)
+    except StoreError as exc:
+        print(f"flaketally: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_CLEAN
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from bot.pipeline import Options, process_attempt
+    from bot.replay import LocalGitHub, ReplayError, load_payload, render
+
+    try:
+        payload = load_payload(Path(args.payload))
+        github = LocalGitHub(payload, Path(args.artifacts))
+    except ReplayError as exc:
+        print(f"flaketally: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with tempfile.TemporaryDirectory(prefix="flaketally-replay-") as scratch:
+        url = f"sqlite:///{scratch}/replay.db" if args.dry_run else (
+            args.db or os.environ.get("DATABASE_URL") or DEFAULT_DB)
+        try:
+            store = Store.open(url)
+        except StoreError as exc:
+            print(f"flaketally: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            installation = payload.get("installation") or {}
+            repository = payload.get("repository") or {}
+            process_attempt(
+                store, github, installation_id=int(installation.get("id") or 0), repo=github.repo,
+                repo_github_id=int(repository.get("id") or 0), run_id=github.run.id,
+                attempt=github.run.run_attempt, options=Options(policy=CommitVerdict(args.single_fail_policy)),
+            )
+        finally:
+            store.close()
+    sys.stdout.write(render(github))
+    return EXIT_CLEAN
 
 
 def _analyze(args: argparse.Namespace) -> int:

@@ -12,9 +12,11 @@ def truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
-def neutralise(text: str) -> str:
-    """Control characters and line breaks become spaces; ``<!--`` can never open a comment."""
-    text = "".join(" " if (ord(c) < 32 or 0x7F <= ord(c) < 0xA0) else c for c in text)
+def neutralise(text: str, *, keep_newlines: bool = False) -> str:
+    """Control characters (and line breaks, unless kept) become spaces; ``<!--`` can never open a comment."""
+    text = "".join(
+        c if c == "\n" and keep_newlines else " " if (ord(c) < 32 or 0x7F <= ord(c) < 0xA0) else c for c in text
+    )
     return text.replace("<!--", "<\u200b!--").replace("-->", "-\u200b->")
 
 

@@ -14,6 +14,8 @@ from psycopg import sql
 from bot.store import Store
 from tests.support import services
 
+pytest_plugins = ["tests.conftest_github"]
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("FLAKETALLY_SHARED", ROOT.parent / "shared"))
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -90,3 +90,76 @@ observations = Table(
     UniqueConstraint("report_id", "test_id", name="uq_observations_report_test"),
     Index("ix_observations_test", "test_id"),
 )
+
+installations = Table(
+    "installations",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("account", String(300), nullable=False),
+    Column("status", String(20), nullable=False),  # active, suspended, deleted
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("repo_id", Integer, ForeignKey("repos.id"), nullable=False),
+    Column("run_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("head_sha", String(64), nullable=False),
+    Column("head_branch", Text, nullable=True),
+    Column("event", String(50), nullable=True),
+    Column("workflow_path", Text, nullable=True),
+    Column("run_number", Integer, nullable=True),
+    Column("html_url", Text, nullable=True),
+    Column("conclusion", String(30), nullable=True),
+    Column("run_started_at", String(40), nullable=True),
+    Column("updated_at", String(40), nullable=True),
+    Column("pull_requests", Text, nullable=False),  # JSON list of numbers
+    UniqueConstraint("repo_id", "run_id", "attempt", name="uq_runs_attempt"),
+    Index("ix_runs_repo_sha", "repo_id", "head_sha"),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("repo_id", Integer, ForeignKey("repos.id"), nullable=False),
+    Column("run_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("conclusion", String(30), nullable=True),
+    Column("started_at", String(40), nullable=True),
+    Column("completed_at", String(40), nullable=True),
+    Column("labels", Text, nullable=False),  # JSON list
+    Column("html_url", Text, nullable=True),
+    Index("ix_jobs_run", "repo_id", "run_id", "attempt"),
+)
+
+check_runs = Table(
+    "check_runs",
+    metadata,
+    Column("repo_id", Integer, ForeignKey("repos.id"), primary_key=True),
+    Column("head_sha", String(64), primary_key=True),
+    Column("run_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("attempt", Integer, primary_key=True, autoincrement=False),
+    Column("check_run_id", BigInteger, nullable=False),
+    Column("output_digest", String(64), nullable=True),
+    Column("annotations_sent", Text, nullable=False),  # JSON list of fingerprints
+)
+
+comments = Table(
+    "comments",
+    metadata,
+    Column("repo_id", Integer, ForeignKey("repos.id"), primary_key=True),
+    Column("pr_number", Integer, primary_key=True),
+    Column("comment_id", BigInteger, nullable=False),
+)
+
+known_flaky = Table(
+    "known_flaky",
+    metadata,
+    Column("repo_id", Integer, ForeignKey("repos.id"), primary_key=True),
+    Column("test_id", Integer, ForeignKey("tests.id"), primary_key=True),
+    Column("context_id", Integer, ForeignKey("contexts.id"), primary_key=True),
+)

@@ -1,0 +1,286 @@
+"""What the GitHub App keeps beside the reports: tenants, runs, jobs, its own check runs and comments,
+and the tests it last knew as flaky. Every write is an upsert, so a job that runs twice changes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from bot.store import Store
+from bot.store.schema import (
+    check_runs,
+    comments,
+    contexts,
+    installations,
+    jobs,
+    known_flaky,
+    observations,
+    reports,
+    repos,
+    runs,
+    tests,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    run_id: int
+    attempt: int
+    head_sha: str
+    head_branch: str | None
+    event: str | None
+    workflow_path: str | None
+    run_number: int | None
+    html_url: str | None
+    conclusion: str | None
+    run_started_at: str | None
+    updated_at: str | None
+    pull_requests: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    id: int
+    run_id: int
+    attempt: int
+    name: str
+    conclusion: str | None
+    started_at: str | None
+    completed_at: str | None
+    labels: tuple[str, ...]
+    html_url: str | None
+
+
+def _upsert(store: Store, table: sa.Table, values: dict[str, Any], keys: Sequence[str]) -> None:
+    statement = store._insert(table).values(**values)
+    update = {k: v for k, v in values.items() if k not in keys}
+    statement = (
+        statement.on_conflict_do_update(index_elements=list(keys), set_=update)
+        if update
+        else statement.on_conflict_do_nothing()
+    )
+    with store.engine.begin() as conn:
+        conn.execute(statement)
+
+
+def record_installation(store: Store, installation_id: int, account: str, status: str) -> None:
+    _upsert(store, installations, {"id": installation_id, "account": account, "status": status}, ["id"])
+
+
+def installation_status(store: Store, installation_id: int) -> str | None:
+    with store.engine.connect() as conn:
+        found = conn.execute(sa.select(installations.c.status).where(installations.c.id == installation_id)).scalar()
+    return str(found) if found is not None else None
+
+
+def repo_id(store: Store, full_name: str, installation_id: int | None = None, github_id: int | None = None) -> int:
+    with store.engine.begin() as conn:
+        found = store.repo_id(conn, full_name, installation_id)
+        if installation_id is not None or github_id is not None:
+            values = {
+                k: v for k, v in (("installation_id", installation_id), ("github_id", github_id)) if v is not None
+            }
+            conn.execute(sa.update(repos).where(repos.c.id == found).values(**values))
+        return found
+
+
+def record_run(store: Store, repo_pk: int, run: RunRecord) -> None:
+    values = {
+        "repo_id": repo_pk,
+        "run_id": run.run_id,
+        "attempt": run.attempt,
+        "head_sha": run.head_sha,
+        "head_branch": run.head_branch,
+        "event": run.event,
+        "workflow_path": run.workflow_path,
+        "run_number": run.run_number,
+        "html_url": run.html_url,
+        "conclusion": run.conclusion,
+        "run_started_at": run.run_started_at,
+        "updated_at": run.updated_at,
+        "pull_requests": json.dumps(list(run.pull_requests)),
+    }
+    _upsert(store, runs, values, ["repo_id", "run_id", "attempt"])
+
+
+def _run(row: Any) -> RunRecord:
+    return RunRecord(
+        int(row.run_id), int(row.attempt), row.head_sha, row.head_branch, row.event, row.workflow_path,
+        row.run_number, row.html_url, row.conclusion, row.run_started_at, row.updated_at,
+        tuple(int(n) for n in json.loads(row.pull_requests)),
+    )
+
+
+def runs_for_sha(store: Store, repo_pk: int, head_sha: str) -> list[RunRecord]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(runs).where(runs.c.repo_id == repo_pk, runs.c.head_sha == head_sha)
+            .order_by(runs.c.run_id, runs.c.attempt)
+        ).all()
+    return [_run(r) for r in rows]
+
+
+def record_jobs(store: Store, repo_pk: int, records: Iterable[JobRecord]) -> None:
+    for job in records:
+        values = {
+            "id": job.id,
+            "repo_id": repo_pk,
+            "run_id": job.run_id,
+            "attempt": job.attempt,
+            "name": job.name,
+            "conclusion": job.conclusion,
+            "started_at": job.started_at,
+            "completed_at": job.completed_at,
+            "labels": json.dumps(list(job.labels)),
+            "html_url": job.html_url,
+        }
+        _upsert(store, jobs, values, ["id"])
+
+
+def stored_artifacts(store: Store, repo_pk: int, run_id: int) -> set[int]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(reports.c.artifact_id).where(
+                reports.c.repo_id == repo_pk, reports.c.run_id == run_id, reports.c.artifact_id.is_not(None)
+            )
+        )
+        return {int(a) for (a,) in rows}
+
+
+def stored_attempts(store: Store, repo_pk: int, run_id: int) -> set[int]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(reports.c.attempt).where(reports.c.repo_id == repo_pk, reports.c.run_id == run_id).distinct()
+        )
+        return {int(a) for (a,) in rows}
+
+
+def _get(store: Store, column: sa.Column[Any], where: sa.ColumnElement[bool]) -> int | None:
+    with store.engine.connect() as conn:
+        found = conn.execute(sa.select(column).where(where)).scalar()
+    return int(found) if found is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRunRecord:
+    check_run_id: int
+    output_digest: str | None
+    annotations_sent: frozenset[str]
+
+
+def check_run_of(store: Store, repo_pk: int, head_sha: str, run_id: int, attempt: int) -> CheckRunRecord | None:
+    """The check run opened for this attempt of this run, and what was already sent to it."""
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            sa.select(check_runs.c.check_run_id, check_runs.c.output_digest, check_runs.c.annotations_sent).where(
+                check_runs.c.repo_id == repo_pk, check_runs.c.head_sha == head_sha,
+                check_runs.c.run_id == run_id, check_runs.c.attempt == attempt,
+            )
+        ).first()
+    if row is None:
+        return None
+    return CheckRunRecord(int(row.check_run_id), row.output_digest, frozenset(json.loads(row.annotations_sent)))
+
+
+def remember_check_run(
+    store: Store, repo_pk: int, head_sha: str, run_id: int, attempt: int, record: CheckRunRecord
+) -> None:
+    values = {
+        "repo_id": repo_pk, "head_sha": head_sha, "run_id": run_id, "attempt": attempt,
+        "check_run_id": record.check_run_id, "output_digest": record.output_digest,
+        "annotations_sent": json.dumps(sorted(record.annotations_sent)),
+    }
+    _upsert(store, check_runs, values, ["repo_id", "head_sha", "run_id", "attempt"])
+
+
+def comment_of(store: Store, repo_pk: int, pr_number: int) -> int | None:
+    return _get(store, comments.c.comment_id, sa.and_(comments.c.repo_id == repo_pk,
+                                                       comments.c.pr_number == pr_number))
+
+
+def remember_comment(store: Store, repo_pk: int, pr_number: int, comment_id: int) -> None:
+    _upsert(store, comments, {"repo_id": repo_pk, "pr_number": pr_number, "comment_id": comment_id},
+            ["repo_id", "pr_number"])
+
+
+def tests_on_commit(store: Store, repo_pk: int, head_sha: str) -> set[str]:
+    """The ids of the tests that failed, or passed after a retry, on this commit (any context)."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(tests.c.test_id).distinct()
+            .join(observations, observations.c.test_id == tests.c.id)
+            .join(reports, reports.c.id == observations.c.report_id)
+            .where(reports.c.repo_id == repo_pk, reports.c.commit_sha == head_sha)
+        )
+        return {str(t) for (t,) in rows}
+
+
+def known_flaky_keys(store: Store, repo_pk: int) -> set[tuple[str, str]]:
+    """(test id, context key) of the tests last announced as known flaky."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(tests.c.test_id, contexts.c.key)
+            .join(tests, tests.c.id == known_flaky.c.test_id)
+            .join(contexts, contexts.c.id == known_flaky.c.context_id)
+            .where(known_flaky.c.repo_id == repo_pk)
+        )
+        return {(str(t), str(c)) for t, c in rows}
+
+
+def set_known_flaky(store: Store, repo_pk: int, keys: Iterable[tuple[str, str]]) -> None:
+    """Replace the set of tests known flaky in this repository."""
+    wanted = set(keys)
+    with store.engine.begin() as conn:
+        conn.execute(sa.delete(known_flaky).where(known_flaky.c.repo_id == repo_pk))
+        if not wanted:
+            return
+        ids = {
+            (str(t), str(c)): (int(ti), int(ci))
+            for t, c, ti, ci in conn.execute(
+                sa.select(tests.c.test_id, contexts.c.key, tests.c.id, contexts.c.id)
+                .select_from(tests.join(contexts, sa.true()))
+                .where(tests.c.repo_id == repo_pk, tests.c.test_id.in_({t for t, _ in wanted}))
+            )
+        }
+        rows = [
+            {"repo_id": repo_pk, "test_id": ids[k][0], "context_id": ids[k][1]} for k in sorted(wanted) if k in ids
+        ]
+        if rows:
+            conn.execute(known_flaky.insert(), rows)
+
+
+def commit_summary(store: Store, repo_pk: int, head_sha: str) -> tuple[int, int]:
+    """How many reports, and test results in them, are stored for this commit."""
+    with store.engine.connect() as conn:
+        count, results = conn.execute(
+            sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(reports.c.results), 0)).where(
+                reports.c.repo_id == repo_pk, reports.c.commit_sha == head_sha
+            )
+        ).one()
+    return int(count), int(results)
+
+
+def check_run_attempt(store: Store, repo_pk: int, check_run_id: int) -> tuple[int, int] | None:
+    """(run id, attempt) that a check run of ours was opened for."""
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            sa.select(check_runs.c.run_id, check_runs.c.attempt).where(
+                check_runs.c.repo_id == repo_pk, check_runs.c.check_run_id == check_run_id
+            )
+        ).first()
+    return (int(row[0]), int(row[1])) if row else None
+
+
+def check_runs_of_attempt(store: Store, repo: str, run_id: int, attempt: int) -> list[tuple[int, str, int]]:
+    """(repo pk, head sha, check run id) of the check runs opened for one attempt."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(check_runs.c.repo_id, check_runs.c.head_sha, check_runs.c.check_run_id)
+            .join(repos, repos.c.id == check_runs.c.repo_id)
+            .where(repos.c.full_name == repo, check_runs.c.run_id == run_id, check_runs.c.attempt == attempt)
+        ).all()
+    return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]

@@ -1,0 +1,891 @@
+"""One fake of GitHub's HTTP for the whole suite, on respx.
+
+:class:`FakeGitHub` holds state (runs with attempts, jobs, artifacts with their zip bytes, check runs,
+issue comments, pull requests of commits), answers every endpoint the app uses the way GitHub does
+(shapes after the official examples in ``../shared/github/rest/examples``, as small inline dicts; a
+contract test in ``tests/test_github.py`` checks them against the examples), records every request,
+and can be told to fail the next requests of an endpoint. Anything it has no route for is recorded as
+unexpected and fails the test when the fake is closed: the network is blocked.
+
+    with FakeGitHub() as github:            # or the ``github`` fixture (tests/conftest_github.py)
+        run = github.add_run("acme/widgets", head_sha=SHA, pull_requests=[7])
+        github.add_job(run, attempt=1, name="test", conclusion="failure")
+        github.add_artifact(run, "junit", zip_bytes)
+        port = github.port()                # a GitHubPort wired to the fake, sleeps recorded
+        ...
+        github.calls("create_check_run")   # recorded requests, with their JSON bodies
+        github.check_runs[id].annotations  # state as GitHub would hold it
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import itertools
+import json
+import secrets
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any
+
+import httpx
+import jwt
+import respx
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from bot.github import GitHubPort
+
+API_URL = "https://api.github.com"
+BLOB_URL = "https://blob.actions.test"
+SHA = "3484a3f0c5e9d7b1a2f4e6c8d0b2a4c6e8f0a2b4"
+EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the fake clock starts here
+
+ROUTES = (
+    "token",
+    "list_artifacts",
+    "download_artifact",
+    "blob",
+    "get_run_attempt",
+    "list_jobs",
+    "list_runs",
+    "pulls_for_commit",
+    "rerun_failed_jobs",
+    "list_check_runs",
+    "create_check_run",
+    "update_check_run",
+    "list_comments",
+    "create_comment",
+    "update_comment",
+)
+
+_CONCLUSIONS = {"action_required", "cancelled", "failure", "neutral", "success", "skipped", "timed_out"}
+
+
+@functools.cache
+def private_key_pem() -> str:
+    """One RSA key per test session: the App's key, so the JWT githubkit signs is real."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+@functools.cache
+def _public_key(pem: str) -> Any:
+    return serialization.load_pem_private_key(pem.encode(), None).public_key()
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- state ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeJob:
+    id: int
+    run_id: int
+    name: str
+    run_attempt: int
+    status: str = "completed"
+    conclusion: str | None = "success"
+    started_at: str | None = None
+    completed_at: str | None = None
+    labels: tuple[str, ...] = ("ubuntu-latest",)
+    runner_name: str | None = "GitHub Actions 2"
+
+
+@dataclass
+class FakeAttempt:
+    number: int
+    status: str
+    conclusion: str | None
+    run_started_at: str
+    updated_at: str
+    jobs: list[FakeJob] = field(default_factory=list)
+
+
+@dataclass
+class FakeRun:
+    repo: str
+    id: int
+    head_sha: str
+    head_branch: str | None
+    event: str
+    path: str
+    name: str
+    run_number: int
+    pull_requests: list[int]
+    head_repo: str
+    attempts: dict[int, FakeAttempt] = field(default_factory=dict)
+
+    @property
+    def latest(self) -> FakeAttempt:
+        return self.attempts[max(self.attempts)]
+
+
+@dataclass
+class FakeArtifact:
+    id: int
+    repo: str
+    run_id: int
+    head_sha: str
+    name: str
+    content: bytes
+    expired: bool = False
+    created_at: str = ""
+    content_length: bool = True  # False: the blob is sent chunked, without Content-Length
+    size_in_bytes: int | None = None  # what the listing claims; the content's length when None
+    signature: str = field(default_factory=lambda: secrets.token_hex(8))
+
+
+@dataclass
+class FakeCheckRun:
+    id: int
+    repo: str
+    head_sha: str
+    name: str
+    app_id: int
+    status: str = "queued"
+    conclusion: str | None = None
+    external_id: str = ""
+    details_url: str | None = None
+    output: dict[str, Any] = field(default_factory=dict)
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class FakeComment:
+    id: int
+    repo: str
+    issue_number: int
+    body: str
+    user_login: str = "flaketally[bot]"
+    user_type: str = "Bot"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as the fake saw it. ``path`` is relative to the API base (blob: the blob path)."""
+
+    route: str
+    method: str
+    host: str
+    path: str
+    params: dict[str, str]
+    json: Any
+    authorization: str | None
+
+
+# --- the fake ------------------------------------------------------------------------------------
+
+
+class FakeGitHub:
+    def __init__(self, *, api_url: str = API_URL, app_id: int = 4242, installation_id: int = 77) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.app_id = app_id
+        self.installation_id = installation_id
+        self.private_key = private_key_pem()
+        self.now = EPOCH
+        self.sleeps: list[float] = []
+        self.requests: list[Recorded] = []
+        self.unexpected: list[str] = []
+        self.tokens_minted = 0
+        self.runs: dict[tuple[str, int], FakeRun] = {}
+        self.artifacts: dict[int, FakeArtifact] = {}
+        self.check_runs: dict[int, FakeCheckRun] = {}
+        self.comments: dict[int, FakeComment] = {}
+        self.pulls: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        self.reruns: list[tuple[str, int]] = []
+        self._tokens: set[str] = set()
+        self._faults: dict[str, list[Callable[[], httpx.Response]]] = {}
+        self._ids = itertools.count(1001)
+        self._remaining = 5000
+        url = httpx.URL(self.api_url)
+        self._host = url.host
+        self._base = url.path.rstrip("/")
+        self._router = respx.MockRouter(assert_all_called=False, assert_all_mocked=True)
+        self._install_routes()
+
+    # -- life cycle
+
+    def __enter__(self) -> FakeGitHub:
+        self._router.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+        self._router.__exit__(kind, value, tb)
+        if kind is None:
+            self.assert_nothing_unexpected()
+
+    def assert_nothing_unexpected(self) -> None:
+        assert not self.unexpected, "requests the fake GitHub has no route for:\n" + "\n".join(self.unexpected)
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        """The port's sleep: recorded, and the fake clock moves on; nothing really waits."""
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def port(self, **overrides: Any) -> GitHubPort:
+        """A GitHubPort for this installation, with the fake's sleep and clock."""
+        settings: dict[str, Any] = {
+            "app_id": self.app_id,
+            "private_key": self.private_key,
+            "installation_id": self.installation_id,
+            "api_url": self.api_url,
+            "sleep": self.sleep,
+            "clock": self.clock,
+            "mutation_interval": 0.0,
+        }
+        settings.update(overrides)
+        return GitHubPort(**settings)
+
+    # -- state builders
+
+    def add_run(
+        self,
+        repo: str = "acme/widgets",
+        run_id: int | None = None,
+        *,
+        head_sha: str = SHA,
+        head_branch: str | None = "feature",
+        event: str = "pull_request",
+        path: str = ".github/workflows/ci.yml",
+        name: str = "CI",
+        run_number: int = 163,
+        pull_requests: list[int] | tuple[int, ...] = (),
+        head_repo: str | None = None,
+        attempts: int = 1,
+        status: str = "completed",
+        conclusion: str | None = "failure",
+    ) -> FakeRun:
+        run = FakeRun(
+            repo=repo,
+            id=run_id or next(self._ids),
+            head_sha=head_sha,
+            head_branch=head_branch,
+            event=event,
+            path=path,
+            name=name,
+            run_number=run_number,
+            pull_requests=list(pull_requests),
+            head_repo=head_repo or repo,
+        )
+        self.runs[(repo, run.id)] = run
+        for _ in range(attempts):
+            self.add_attempt(run, status=status, conclusion=conclusion)
+        return run
+
+    def add_attempt(
+        self, run: FakeRun, *, status: str = "completed", conclusion: str | None = "success"
+    ) -> FakeAttempt:
+        number = len(run.attempts) + 1
+        started = self.now + 3600 * (number - 1)
+        attempt = FakeAttempt(number, status, conclusion, iso(started), iso(started + 600))
+        run.attempts[number] = attempt
+        return attempt
+
+    def add_job(
+        self,
+        run: FakeRun,
+        *,
+        attempt: int = 1,
+        name: str = "test",
+        status: str = "completed",
+        conclusion: str | None = "success",
+        labels: tuple[str, ...] = ("ubuntu-latest",),
+        runner_name: str | None = "GitHub Actions 2",
+    ) -> FakeJob:
+        started = self.now + 3600 * (attempt - 1) + 10
+        job = FakeJob(
+            id=next(self._ids),
+            run_id=run.id,
+            name=name,
+            run_attempt=attempt,
+            status=status,
+            conclusion=conclusion,
+            started_at=iso(started),
+            completed_at=iso(started + 120) if status == "completed" else None,
+            labels=labels,
+            runner_name=runner_name,
+        )
+        run.attempts[attempt].jobs.append(job)
+        return job
+
+    def add_artifact(
+        self,
+        run: FakeRun,
+        name: str,
+        content: bytes,
+        *,
+        expired: bool = False,
+        attempt: int = 1,
+        content_length: bool = True,
+        size_in_bytes: int | None = None,
+    ) -> FakeArtifact:
+        """An artifact of ``run``, created while ``attempt`` ran (artifacts do not name their attempt)."""
+        artifact = FakeArtifact(
+            id=next(self._ids),
+            repo=run.repo,
+            run_id=run.id,
+            head_sha=run.head_sha,
+            name=name,
+            content=content,
+            expired=expired,
+            created_at=iso(self.now + 3600 * (attempt - 1) + 300),
+            content_length=content_length,
+            size_in_bytes=size_in_bytes,
+        )
+        self.artifacts[artifact.id] = artifact
+        return artifact
+
+    def add_pull(self, repo: str, sha: str, number: int, *, state: str = "open") -> None:
+        self.pulls.setdefault((repo, sha), []).append((number, state))
+
+    def add_comment(
+        self, repo: str, number: int, body: str, *, user_login: str = "flaketally[bot]", user_type: str = "Bot"
+    ) -> FakeComment:
+        comment = FakeComment(next(self._ids), repo, number, body, user_login, user_type)
+        self.comments[comment.id] = comment
+        return comment
+
+    def add_check_run(
+        self,
+        repo: str,
+        head_sha: str,
+        name: str,
+        *,
+        app_id: int | None = None,
+        status: str = "completed",
+        conclusion: str | None = "neutral",
+    ) -> FakeCheckRun:
+        check = FakeCheckRun(next(self._ids), repo, head_sha, name, app_id or self.app_id, status, conclusion)
+        self.check_runs[check.id] = check
+        return check
+
+    # -- reading what happened
+
+    def calls(self, route: str) -> list[Recorded]:
+        assert route in ROUTES, f"no route named {route!r}"
+        return [r for r in self.requests if r.route == route]
+
+    def bodies(self, route: str) -> list[Any]:
+        return [r.json for r in self.calls(route)]
+
+    def comments_on(self, repo: str, number: int) -> list[FakeComment]:
+        return [c for c in self.comments.values() if c.repo == repo and c.issue_number == number]
+
+    # -- faults: the next ``times`` requests of ``route`` fail this way, then it answers again
+
+    def fail_next(self, route: str, times: int = 1, *, status: int = 502) -> None:
+        body = {"message": "Server Error"} if status >= 500 else {"message": "Fault"}
+        self._fault(route, times, lambda: self._respond(status, body))
+
+    def secondary_limit_next(self, route: str, times: int = 1, *, retry_after: int = 7, status: int = 403) -> None:
+        body = {
+            "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+            "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+        }
+        self._fault(route, times, lambda: self._respond(status, body, {"retry-after": str(retry_after)}))
+
+    def primary_limit_next(self, route: str, times: int = 1, *, reset_in: int = 30, status: int = 403) -> None:
+        """``x-ratelimit-remaining: 0`` and ``x-ratelimit-reset`` ``reset_in`` seconds after the fake clock."""
+        body = {
+            "message": "API rate limit exceeded for installation ID 77.",
+            "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+        }
+
+        def limited() -> httpx.Response:
+            headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(self.now) + reset_in)}
+            return self._respond(status, body, headers, remaining=False)
+
+        self._fault(route, times, limited)
+
+    def _fault(self, route: str, times: int, make: Callable[[], httpx.Response]) -> None:
+        assert route in ROUTES, f"no route named {route!r}"
+        self._faults.setdefault(route, []).extend([make] * times)
+
+    # -- the shapes GitHub answers with (keys after the official examples)
+
+    def _repo_url(self, repo: str) -> str:
+        return f"{self.api_url}/repos/{repo}"
+
+    def artifact_json(self, a: FakeArtifact) -> dict[str, Any]:
+        url = f"{self._repo_url(a.repo)}/actions/artifacts/{a.id}"
+        return {
+            "id": a.id,
+            "node_id": f"MDg6QXJ0aWZhY3Q{a.id}",
+            "name": a.name,
+            "size_in_bytes": a.size_in_bytes if a.size_in_bytes is not None else len(a.content),
+            "url": url,
+            "archive_download_url": f"{url}/zip",
+            "expired": a.expired,
+            "created_at": a.created_at,
+            "expires_at": iso(self.now + 90 * 86400),
+            "updated_at": a.created_at,
+            "digest": "sha256:" + "0" * 64,
+            "workflow_run": {
+                "id": a.run_id,
+                "repository_id": 1296269,
+                "head_repository_id": 1296269,
+                "head_branch": "feature",
+                "head_sha": a.head_sha,
+            },
+        }
+
+    def run_json(self, run: FakeRun, attempt: FakeAttempt) -> dict[str, Any]:
+        url = f"{self._repo_url(run.repo)}/actions/runs/{run.id}"
+        owner, _, name = run.head_repo.partition("/")
+        return {
+            "id": run.id,
+            "name": run.name,
+            "node_id": f"MDEyOldvcmtmbG93IFJ1b{run.id}",
+            "check_suite_id": run.id + 1,
+            "head_branch": run.head_branch,
+            "head_sha": run.head_sha,
+            "path": run.path,
+            "run_number": run.run_number,
+            "event": run.event,
+            "display_title": "Fix the flaky thing",
+            "status": attempt.status,
+            "conclusion": attempt.conclusion,
+            "workflow_id": 159038,
+            "url": url,
+            "html_url": f"https://github.com/{run.repo}/actions/runs/{run.id}",
+            "pull_requests": [
+                {
+                    "url": f"{self._repo_url(run.repo)}/pulls/{n}",
+                    "id": 279147437 + n,
+                    "number": n,
+                    "head": {"ref": run.head_branch, "sha": run.head_sha, "repo": {"id": 1, "url": "", "name": name}},
+                    "base": {"ref": "main", "sha": "f" * 40, "repo": {"id": 1, "url": "", "name": name}},
+                }
+                for n in run.pull_requests
+            ],
+            "created_at": attempt.run_started_at,
+            "updated_at": attempt.updated_at,
+            "run_attempt": attempt.number,
+            "run_started_at": attempt.run_started_at,
+            "jobs_url": f"{url}/jobs",
+            "artifacts_url": f"{url}/artifacts",
+            "previous_attempt_url": f"{url}/attempts/{attempt.number - 1}" if attempt.number > 1 else None,
+            "head_repository": {"id": 217723378, "name": name, "full_name": run.head_repo, "owner": {"login": owner}},
+            "repository": {"id": 1296269, "name": run.repo.partition("/")[2], "full_name": run.repo},
+        }
+
+    def job_json(self, run: FakeRun, job: FakeJob) -> dict[str, Any]:
+        return {
+            "id": job.id,
+            "run_id": run.id,
+            "run_url": f"{self._repo_url(run.repo)}/actions/runs/{run.id}",
+            "run_attempt": job.run_attempt,
+            "node_id": f"MDEyOldvcmtmbG93IEpvY{job.id}",
+            "head_sha": run.head_sha,
+            "url": f"{self._repo_url(run.repo)}/actions/jobs/{job.id}",
+            "html_url": f"https://github.com/{run.repo}/actions/runs/{run.id}/job/{job.id}",
+            "status": job.status,
+            "conclusion": job.conclusion,
+            "started_at": job.started_at,
+            "completed_at": job.completed_at,
+            "name": job.name,
+            "steps": [],
+            "check_run_url": f"{self._repo_url(run.repo)}/check-runs/{job.id}",
+            "labels": list(job.labels),
+            "runner_id": 1,
+            "runner_name": job.runner_name,
+            "runner_group_id": 2,
+            "runner_group_name": "GitHub Actions",
+            "workflow_name": run.name,
+            "head_branch": run.head_branch,
+        }
+
+    def check_run_json(self, c: FakeCheckRun) -> dict[str, Any]:
+        return {
+            "id": c.id,
+            "head_sha": c.head_sha,
+            "node_id": f"MDg6Q2hlY2tSdW4{c.id}",
+            "external_id": c.external_id,
+            "url": f"{self._repo_url(c.repo)}/check-runs/{c.id}",
+            "html_url": f"https://github.com/{c.repo}/runs/{c.id}",
+            "details_url": c.details_url,
+            "status": c.status,
+            "conclusion": c.conclusion,
+            "started_at": iso(self.now),
+            "completed_at": iso(self.now) if c.status == "completed" else None,
+            "output": {
+                "title": c.output.get("title"),
+                "summary": c.output.get("summary"),
+                "text": c.output.get("text"),
+                "annotations_count": len(c.annotations),
+                "annotations_url": f"{self._repo_url(c.repo)}/check-runs/{c.id}/annotations",
+            },
+            "name": c.name,
+            "check_suite": {"id": 5},
+            "app": {"id": c.app_id, "slug": "flaketally", "node_id": "MDExOkludGVncmF0aW9uMQ==", "name": "Flaketally"},
+            "pull_requests": [],
+        }
+
+    def comment_json(self, c: FakeComment) -> dict[str, Any]:
+        return {
+            "id": c.id,
+            "node_id": f"MDEyOklzc3VlQ29tbWVudD{c.id}",
+            "url": f"{self._repo_url(c.repo)}/issues/comments/{c.id}",
+            "html_url": f"https://github.com/{c.repo}/pull/{c.issue_number}#issuecomment-{c.id}",
+            "body": c.body,
+            "user": {
+                "login": c.user_login,
+                "id": 1,
+                "node_id": "MDQ6VXNlcjE=",
+                "type": c.user_type,
+                "site_admin": False,
+            },
+            "created_at": iso(self.now),
+            "updated_at": iso(self.now),
+            "author_association": "NONE",
+        }
+
+    def pull_json(self, repo: str, sha: str, number: int, state: str) -> dict[str, Any]:
+        return {
+            "url": f"{self._repo_url(repo)}/pulls/{number}",
+            "id": 1000 + number,
+            "node_id": "MDExOlB1bGxSZXF1ZXN0MQ==",
+            "html_url": f"https://github.com/{repo}/pull/{number}",
+            "number": number,
+            "state": state,
+            "locked": False,
+            "title": "Amazing new feature",
+            "user": {"login": "octocat", "id": 1, "type": "User"},
+            "body": "Please pull these awesome changes in!",
+            "head": {"label": "octocat:new-topic", "ref": "new-topic", "sha": sha},
+            "base": {"label": "octocat:main", "ref": "main", "sha": "f" * 40},
+            "draft": False,
+        }
+
+    def token_json(self, token: str) -> dict[str, Any]:
+        # githubkit parses expires_at with "%Y-%m-%dT%H:%M:%SZ" against the real clock
+        expires = datetime.now(UTC) + timedelta(hours=1)
+        return {
+            "token": token,
+            "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "permissions": {"actions": "write", "checks": "write", "issues": "write", "contents": "read"},
+            "repository_selection": "all",
+        }
+
+    # -- routing
+
+    def _install_routes(self) -> None:
+        repo = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"
+        api: list[tuple[str, str, str, Callable[..., httpx.Response]]] = [
+            ("token", "POST", r"/app/installations/(?P<installation>\d+)/access_tokens", self._token),
+            ("list_artifacts", "GET", rf"{repo}/actions/runs/(?P<run_id>\d+)/artifacts", self._list_artifacts),
+            ("download_artifact", "GET", rf"{repo}/actions/artifacts/(?P<artifact_id>\d+)/zip", self._download),
+            ("get_run_attempt", "GET", rf"{repo}/actions/runs/(?P<run_id>\d+)/attempts/(?P<n>\d+)", self._attempt),
+            ("list_jobs", "GET", rf"{repo}/actions/runs/(?P<run_id>\d+)/attempts/(?P<n>\d+)/jobs", self._jobs),
+            ("list_runs", "GET", rf"{repo}/actions/runs", self._list_runs),
+            ("pulls_for_commit", "GET", rf"{repo}/commits/(?P<sha>[0-9a-f]+)/pulls", self._pulls),
+            ("rerun_failed_jobs", "POST", rf"{repo}/actions/runs/(?P<run_id>\d+)/rerun-failed-jobs", self._rerun),
+            ("list_check_runs", "GET", rf"{repo}/commits/(?P<ref>[^/]+)/check-runs", self._list_checks),
+            ("create_check_run", "POST", rf"{repo}/check-runs", self._create_check),
+            ("update_check_run", "PATCH", rf"{repo}/check-runs/(?P<check_id>\d+)", self._update_check),
+            ("list_comments", "GET", rf"{repo}/issues/(?P<number>\d+)/comments", self._list_comments),
+            ("create_comment", "POST", rf"{repo}/issues/(?P<number>\d+)/comments", self._create_comment),
+            ("update_comment", "PATCH", rf"{repo}/issues/comments/(?P<comment_id>\d+)", self._update_comment),
+        ]
+        for name, method, path, handler in api:
+            self._router.route(
+                method=method, scheme="https", host=self._host, path__regex=f"^{self._base}{path}$", name=name
+            ).mock(side_effect=self._handle(name, handler))
+        blob = httpx.URL(BLOB_URL)
+        self._router.route(
+            method="GET", host=blob.host, path__regex=r"^/artifacts/(?P<artifact_id>\d+)$", name="blob"
+        ).mock(side_effect=self._handle("blob", self._blob))
+        self._router.route(name="unexpected").mock(side_effect=self._unexpected)
+
+    def _handle(self, route: str, handler: Callable[..., httpx.Response]) -> Callable[..., httpx.Response]:
+        def side_effect(request: httpx.Request, **groups: str) -> httpx.Response:
+            self._record(route, request)
+            faults = self._faults.get(route)
+            if faults:
+                return faults.pop(0)()
+            if route not in ("token", "blob") and not self._authorized(request):
+                return self._respond(401, {"message": "Bad credentials"})
+            try:
+                return handler(request, **groups)
+            except Exception as exc:  # a bug in the fake or a request it cannot read: fail the test
+                self.unexpected.append(f"{request.method} {request.url}: the fake raised {exc!r}")
+                return self._respond(400, {"message": f"fake GitHub could not handle this: {exc!r}"})
+
+        return side_effect
+
+    def _unexpected(self, request: httpx.Request) -> httpx.Response:
+        self.unexpected.append(f"{request.method} {request.url}")
+        return httpx.Response(404, json={"message": f"FakeGitHub has no route for {request.method} {request.url}"})
+
+    def _record(self, route: str, request: httpx.Request) -> None:
+        body = None
+        if request.content:
+            try:
+                body = json.loads(request.content)
+            except ValueError:
+                body = request.content.decode("utf-8", "replace")
+        path = request.url.path
+        if request.url.host == self._host and path.startswith(self._base):
+            path = path[len(self._base) :]
+        self.requests.append(
+            Recorded(
+                route=route,
+                method=request.method,
+                host=request.url.host,
+                path=path,
+                params=dict(request.url.params),
+                json=body,
+                authorization=request.headers.get("authorization"),
+            )
+        )
+
+    def _authorized(self, request: httpx.Request) -> bool:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() in ("token", "bearer") and token in self._tokens
+
+    def _respond(
+        self,
+        status: int,
+        body: Any,
+        headers: dict[str, str] | None = None,
+        *,
+        remaining: bool = True,
+    ) -> httpx.Response:
+        all_headers = {"x-github-api-version-selected": "2026-03-10"}
+        if remaining:
+            self._remaining = max(0, self._remaining - 1)
+            all_headers.update(
+                {
+                    "x-ratelimit-limit": "5000",
+                    "x-ratelimit-remaining": str(self._remaining),
+                    "x-ratelimit-reset": str(int(self.now) + 3600),
+                    "x-ratelimit-resource": "core",
+                }
+            )
+        all_headers.update(headers or {})
+        return httpx.Response(status, json=body, headers=all_headers)
+
+    def _page(self, request: httpx.Request, items: list[Any], key: str | None) -> httpx.Response:
+        per_page = min(int(request.url.params.get("per_page", "30")), 100)
+        page = int(request.url.params.get("page", "1"))
+        chunk = items[(page - 1) * per_page : page * per_page]
+        last = max(1, -(-len(items) // per_page))
+        links = []
+        if page < last:
+            links.append(f'<{request.url.copy_set_param("page", page + 1)}>; rel="next"')
+            links.append(f'<{request.url.copy_set_param("page", last)}>; rel="last"')
+        body: Any = chunk if key is None else {"total_count": len(items), key: chunk}
+        return self._respond(200, body, {"link": ", ".join(links)} if links else None)
+
+    # -- handlers
+
+    def _token(self, request: httpx.Request, installation: str) -> httpx.Response:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return self._respond(401, {"message": "A JSON web token could not be decoded"})
+        try:
+            claims = jwt.decode(
+                token, _public_key(self.private_key), algorithms=["RS256"], options={"require": ["iat", "exp", "iss"]}
+            )
+        except jwt.PyJWTError as exc:
+            return self._respond(401, {"message": f"A JSON web token could not be decoded: {exc}"})
+        if str(claims["iss"]) != str(self.app_id) or claims["exp"] - claims["iat"] > 600:
+            return self._respond(401, {"message": "'Issuer' claim ('iss') must be an Integer"})
+        if int(installation) != self.installation_id:
+            return self._respond(404, {"message": "Not Found"})
+        self.tokens_minted += 1
+        minted = f"ghs_fake{self.tokens_minted:04d}{secrets.token_hex(12)}"
+        self._tokens.add(minted)
+        return self._respond(201, self.token_json(minted), remaining=False)
+
+    def _run(self, owner: str, name: str, run_id: str) -> FakeRun | None:
+        return self.runs.get((f"{owner}/{name}", int(run_id)))
+
+    def _list_artifacts(self, request: httpx.Request, owner: str, name: str, run_id: str) -> httpx.Response:
+        repo = f"{owner}/{name}"
+        found = [self.artifact_json(a) for a in self.artifacts.values() if a.repo == repo and a.run_id == int(run_id)]
+        return self._page(request, found, "artifacts")
+
+    def _download(self, request: httpx.Request, owner: str, name: str, artifact_id: str) -> httpx.Response:
+        artifact = self.artifacts.get(int(artifact_id))
+        if artifact is None or artifact.repo != f"{owner}/{name}":
+            return self._respond(404, {"message": "Not Found", "status": "404"})
+        if artifact.expired:
+            return self._respond(410, {"message": "Artifact has expired", "status": "410"})
+        location = f"{BLOB_URL}/artifacts/{artifact.id}?sig={artifact.signature}&se=2026-01-01T00%3A01%3A00Z"
+        return self._respond(302, None, {"location": location})
+
+    def _blob(self, request: httpx.Request, artifact_id: str) -> httpx.Response:
+        artifact = self.artifacts.get(int(artifact_id))
+        if "authorization" in request.headers:
+            return httpx.Response(403, text="AuthenticationFailed: foreign credentials")
+        if artifact is None or request.url.params.get("sig") != artifact.signature:
+            return httpx.Response(403, text="AuthenticationFailed: bad signature")
+        headers = {"content-type": "application/zip"}
+        if artifact.content_length:
+            return httpx.Response(200, content=artifact.content, headers=headers)
+        data = artifact.content
+        chunks = (data[i : i + 4096] for i in range(0, len(data), 4096))
+        return httpx.Response(200, content=chunks, headers=headers)
+
+    def _attempt(self, request: httpx.Request, owner: str, name: str, run_id: str, n: str) -> httpx.Response:
+        run = self._run(owner, name, run_id)
+        if run is None or int(n) not in run.attempts:
+            return self._respond(404, {"message": "Not Found"})
+        return self._respond(200, self.run_json(run, run.attempts[int(n)]))
+
+    def _jobs(self, request: httpx.Request, owner: str, name: str, run_id: str, n: str) -> httpx.Response:
+        run = self._run(owner, name, run_id)
+        if run is None or int(n) not in run.attempts:
+            return self._respond(404, {"message": "Not Found"})
+        return self._page(request, [self.job_json(run, j) for j in run.attempts[int(n)].jobs], "jobs")
+
+    def _list_runs(self, request: httpx.Request, owner: str, name: str) -> httpx.Response:
+        repo = f"{owner}/{name}"
+        sha = request.url.params.get("head_sha")
+        runs = sorted(
+            (r for r in self.runs.values() if r.repo == repo and (sha is None or r.head_sha == sha)),
+            key=lambda r: r.id,
+            reverse=True,
+        )
+        return self._page(request, [self.run_json(r, r.latest) for r in runs], "workflow_runs")
+
+    def _pulls(self, request: httpx.Request, owner: str, name: str, sha: str) -> httpx.Response:
+        repo = f"{owner}/{name}"
+        pulls = [self.pull_json(repo, sha, n, state) for n, state in self.pulls.get((repo, sha), [])]
+        return self._page(request, pulls, None)
+
+    def _rerun(self, request: httpx.Request, owner: str, name: str, run_id: str) -> httpx.Response:
+        run = self._run(owner, name, run_id)
+        if run is None:
+            return self._respond(404, {"message": "Not Found"})
+        self.reruns.append((run.repo, run.id))
+        return self._respond(201, {})
+
+    def _list_checks(self, request: httpx.Request, owner: str, name: str, ref: str) -> httpx.Response:
+        repo = f"{owner}/{name}"
+        params = request.url.params
+        found = [
+            self.check_run_json(c)
+            for c in sorted(self.check_runs.values(), key=lambda c: c.id, reverse=True)
+            if c.repo == repo
+            and c.head_sha == ref
+            and (params.get("check_name") is None or c.name == params["check_name"])
+            and (params.get("app_id") is None or c.app_id == int(params["app_id"]))
+        ]
+        return self._page(request, found, "check_runs")
+
+    def _invalid(self, message: str) -> httpx.Response:
+        return self._respond(422, {"message": "Validation Failed", "errors": [message], "status": "422"})
+
+    def _check_output(self, output: Any) -> str | None:
+        if output is None:
+            return None
+        if not isinstance(output, dict) or not isinstance(output.get("title"), str) or "summary" not in output:
+            return "output needs a title and a summary"
+        for key in ("summary", "text"):
+            if len(output.get(key) or "") > 65_535:
+                return f"output.{key} is too long (maximum is 65535 characters)"
+        annotations = output.get("annotations") or []
+        if len(annotations) > 50:
+            return "only 50 annotations are accepted per request"
+        for a in annotations:
+            missing = {"path", "start_line", "end_line", "annotation_level", "message"} - set(a)
+            if missing or a["annotation_level"] not in ("notice", "warning", "failure"):
+                return f"annotation is invalid: {sorted(missing) or a['annotation_level']}"
+            if len(a.get("title") or "") > 255:
+                return "annotation title is too long"
+        return None
+
+    def _apply_status(self, check: FakeCheckRun, body: dict[str, Any]) -> str | None:
+        status, conclusion = body.get("status"), body.get("conclusion")
+        if conclusion is not None and conclusion not in _CONCLUSIONS:
+            return f"conclusion {conclusion!r} is not included in the list"
+        if status == "completed" and conclusion is None:
+            return "conclusion is required when status is completed"
+        if conclusion is not None:
+            check.status, check.conclusion = "completed", conclusion
+        elif status is not None:
+            check.status = status
+        return None
+
+    def _apply_output(self, check: FakeCheckRun, output: dict[str, Any] | None) -> None:
+        if output is not None:
+            check.output = {k: output.get(k) for k in ("title", "summary", "text")}
+            check.annotations.extend(output.get("annotations") or [])
+
+    def _create_check(self, request: httpx.Request, owner: str, name: str) -> httpx.Response:
+        body = json.loads(request.content)
+        if not body.get("name") or not body.get("head_sha"):
+            return self._invalid("name and head_sha are required")
+        problem = self._check_output(body.get("output"))
+        check = FakeCheckRun(next(self._ids), f"{owner}/{name}", body["head_sha"], body["name"], self.app_id)
+        problem = problem or self._apply_status(check, body)
+        if problem:
+            return self._invalid(problem)
+        check.external_id = body.get("external_id", "")
+        check.details_url = body.get("details_url")
+        self._apply_output(check, body.get("output"))
+        self.check_runs[check.id] = check
+        return self._respond(201, self.check_run_json(check))
+
+    def _update_check(self, request: httpx.Request, owner: str, name: str, check_id: str) -> httpx.Response:
+        check = self.check_runs.get(int(check_id))
+        if check is None or check.repo != f"{owner}/{name}":
+            return self._respond(404, {"message": "Not Found"})
+        body = json.loads(request.content)
+        problem = self._check_output(body.get("output")) or self._apply_status(check, body)
+        if problem:
+            return self._invalid(problem)
+        self._apply_output(check, body.get("output"))
+        return self._respond(200, self.check_run_json(check))
+
+    def _list_comments(self, request: httpx.Request, owner: str, name: str, number: str) -> httpx.Response:
+        found = [self.comment_json(c) for c in self.comments_on(f"{owner}/{name}", int(number))]
+        return self._page(request, found, None)
+
+    def _comment_body(self, request: httpx.Request) -> str | httpx.Response:
+        body = json.loads(request.content).get("body")
+        if not isinstance(body, str) or not body:
+            return self._invalid("body is required")
+        if len(body) > 65_536:
+            return self._invalid("body is too long (maximum is 65536 characters)")
+        return body
+
+    def _create_comment(self, request: httpx.Request, owner: str, name: str, number: str) -> httpx.Response:
+        body = self._comment_body(request)
+        if isinstance(body, httpx.Response):
+            return body
+        comment = self.add_comment(f"{owner}/{name}", int(number), body)
+        return self._respond(201, self.comment_json(comment))
+
+    def _update_comment(self, request: httpx.Request, owner: str, name: str, comment_id: str) -> httpx.Response:
+        comment = self.comments.get(int(comment_id))
+        if comment is None or comment.repo != f"{owner}/{name}":
+            return self._respond(404, {"message": "Not Found"})
+        body = self._comment_body(request)
+        if isinstance(body, httpx.Response):
+            return body
+        comment.body = body
+        return self._respond(200, self.comment_json(comment))
+
+
+def zip_of(members: dict[str, bytes]) -> bytes:
+    """A small deflated zip, for artifacts in tests."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()

@@ -1,0 +1,276 @@
+"""The App end to end: a signed delivery → the real receiver → real Redis → a real rq worker → the store
+(SQLite and PostgreSQL) → check run and PR comment on the fake GitHub (HTTP faked with respx).
+
+Golden files in tests/golden/ hold every body sent; regenerate them with FLAKETALLY_UPDATE_GOLDEN=1
+and read the diff before committing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from rq import Queue, SimpleWorker
+
+from bot.render_github import MARKER
+from bot.settings import Settings
+from bot.store import Store
+from bot.web import create_app
+from tests.github_fake import SHA, FakeGitHub, FakeRun
+from workers import jobs
+
+SECRET = "It's a Secret to Everybody"
+GOLDEN = Path(__file__).parent / "golden"
+HOSTILE = Path(__file__).parent / "fixtures" / "hostile" / "injection-names.xml"
+PR = 7
+
+
+def junit(**outcomes: str) -> bytes:
+    """A pytest-style report: name → "pass" | "fail"."""
+    cases = []
+    for name, outcome in outcomes.items():
+        body = '<failure message="AssertionError: discount not applied">expected 90, got 100</failure>'
+        cases.append(
+            f'<testcase classname="tests.payments.test_checkout" name="{name}" file="tests/payments/test_checkout.py"'
+            f' line="41" time="0.8">{body if outcome == "fail" else ""}</testcase>'
+        )
+    return f'<testsuite name="pytest" tests="{len(cases)}">{"".join(cases)}</testsuite>'.encode()
+
+
+def zipped(files: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+class App:
+    """The receiver and one worker, wired to real Redis, a real store and the fake GitHub."""
+
+    def __init__(self, github: FakeGitHub, redis_url: str, store_url: str) -> None:
+        self.github = github
+        self.settings = Settings(
+            app_id=github.app_id,
+            private_key=github.private_key,
+            webhook_secret=SECRET,
+            api_url=github.api_url,
+            redis_url=redis_url,
+            database_url=store_url,
+        )
+        self.redis = redis.Redis.from_url(redis_url)
+        self.store = Store.open(store_url)
+        self.web = create_app(self.settings, redis=self.redis)
+        jobs.configure(
+            self.settings,
+            store=self.store,
+            connection=self.redis,
+            port_factory=lambda _settings, _redis, installation: github.port(installation_id=installation),
+        )
+        self.deliveries = 0
+
+    def deliver(self, run: FakeRun, attempt: int, action: str = "completed") -> Any:
+        self.deliveries += 1
+        payload = {
+            "action": action,
+            "installation": {"id": self.github.installation_id},
+            "repository": {"id": 1296269, "full_name": run.repo},
+            "workflow_run": {
+                "id": run.id,
+                "run_attempt": attempt,
+                "head_sha": run.head_sha,
+                "pull_requests": [{"number": n} for n in run.pull_requests],
+            },
+        }
+        body = json.dumps(payload).encode()
+        return self.post(body, {
+                "X-GitHub-Event": "workflow_run",
+                "X-GitHub-Delivery": f"delivery-{self.deliveries}",
+                "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+                "Content-Type": "application/json",
+            })
+
+    def post(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        async def send() -> httpx.Response:
+            transport = httpx.ASGITransport(app=self.web)
+            async with httpx.AsyncClient(transport=transport, base_url="http://flaketally.test") as client:
+                return await client.post("/webhook", content=body, headers=headers)
+
+        return asyncio.run(send())
+
+    def work(self) -> None:
+        queue = Queue(self.settings.queue_name, connection=self.redis)
+        SimpleWorker([queue], connection=self.redis).work(burst=True)
+        failed = queue.failed_job_registry
+        assert failed.count == 0, [queue.fetch_job(j).exc_info for j in failed.get_job_ids()]  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self.store.close()
+        self.redis.close()
+
+
+@pytest.fixture
+def app(github: FakeGitHub, redis_url: str, store_url: str) -> Iterator[App]:
+    made = App(github, redis_url, store_url)
+    yield made
+    made.close()
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("FLAKETALLY_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} is missing: run with FLAKETALLY_UPDATE_GOLDEN=1 to write it"
+    assert text == path.read_text(), f"{name} differs from its golden file"
+
+
+def check_text(github: FakeGitHub, check_id: int) -> str:
+    check = github.check_runs[check_id]
+    out = check.output or {}
+    parts = [f"conclusion: {check.conclusion}", f"title: {out.get('title')}", "", "## summary", out.get("summary", ""),
+             "", "## text", out.get("text") or "", "", "## annotations"]
+    parts += [json.dumps(a, sort_keys=True, ensure_ascii=False) for a in check.annotations]
+    return "\n".join(parts) + "\n"
+
+
+def flaketally_checks(github: FakeGitHub) -> list[int]:
+    return sorted(c.id for c in github.check_runs.values() if c.name == "Flaketally")
+
+
+def pull_request_run(github: FakeGitHub, first: bytes) -> FakeRun:
+    run = github.add_run("acme/widgets", head_sha=SHA, pull_requests=[PR], conclusion="failure")
+    github.add_job(run, attempt=1, name="test (3.11)", conclusion="failure")
+    github.add_artifact(run, "junit-results", zipped({"reports/junit.xml": first}), attempt=1)
+    return run
+
+
+def rerun(github: FakeGitHub, run: FakeRun, second: bytes) -> None:
+    github.add_attempt(run, conclusion="success")
+    github.add_job(run, attempt=2, name="test (3.11)", conclusion="success")
+    github.add_artifact(run, "junit-results", zipped({"reports/junit.xml": second}), attempt=2)
+
+
+def test_a_failure_that_passes_on_the_rerun_is_flaky_in_the_same_comment(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="fail", test_total_with_tax="pass"))
+    assert app.deliver(run, 1).status_code == 202
+    app.work()
+
+    (first_check,) = flaketally_checks(github)
+    assert github.check_runs[first_check].conclusion == "failure"
+    (comment,) = github.comments_on("acme/widgets", PR)
+    assert "**undetermined**" in comment.body
+    assert "test_apply_coupon" in comment.body
+    golden("attempt1-undetermined.comment.md", comment.body)
+    golden("attempt1-undetermined.check.md", check_text(github, first_check))
+
+    rerun(github, run, junit(test_apply_coupon="pass", test_total_with_tax="pass"))
+    assert app.deliver(run, 2).status_code == 202
+    app.work()
+
+    (edited,) = github.comments_on("acme/widgets", PR)  # the same comment, edited, never a second one
+    assert edited.id == comment.id
+    assert "**flaky**" in edited.body
+    assert "failed on attempt 1 of run" in edited.body and "passed on attempt 2 of run" in edited.body
+    assert "USD so far" in edited.body
+    checks = flaketally_checks(github)
+    assert github.check_runs[checks[-1]].conclusion == "success"
+    summary = github.check_runs[checks[-1]].output["summary"]  # type: ignore[index]
+    assert summary.startswith("Success: the only failure, `test_apply_coupon`, passed on a rerun of the same commit.")
+    golden("attempt2-flaky.comment.md", edited.body)
+    golden("attempt2-flaky.check.md", check_text(github, checks[-1]))
+    assert len(github.calls("create_comment")) == 1
+
+
+def test_a_failure_that_reproduces_on_the_rerun_is_failing(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    app.deliver(run, 1)
+    app.work()
+    rerun(github, run, junit(test_apply_coupon="fail"))
+    app.deliver(run, 2)
+    app.work()
+
+    check = github.check_runs[flaketally_checks(github)[-1]]
+    assert check.conclusion == "failure"
+    assert check.output["summary"].startswith(  # type: ignore[index]
+        "Failure: `test_apply_coupon` failed on every attempt of 3484a3f."
+    )
+    (comment,) = github.comments_on("acme/widgets", PR)
+    assert "**failing**" in comment.body
+    assert "Look at your change" in comment.body
+    golden("attempt2-failing.comment.md", comment.body)
+    golden("attempt2-failing.check.md", check_text(github, flaketally_checks(github)[-1]))
+    annotation = check.annotations[0]
+    assert (annotation["path"], annotation["start_line"], annotation["annotation_level"]) == (
+        "tests/payments/test_checkout.py", 42, "failure")
+
+
+def test_reprocessing_an_attempt_changes_nothing(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    app.deliver(run, 1)
+    app.work()
+    before = (app.store.counts(), len(github.calls("create_comment")), len(github.calls("create_check_run")))
+    patches = len(github.calls("update_check_run"))
+    jobs.process_workflow_run(github.installation_id, "acme/widgets", 1296269, run.id, 1)  # a second worker
+    assert (app.store.counts(), len(github.calls("create_comment")), len(github.calls("create_check_run"))) == before
+    assert len(github.calls("update_check_run")) == patches  # same verdicts: nothing sent again
+    assert len(github.comments_on("acme/widgets", PR)) == 1
+    assert len(github.check_runs[flaketally_checks(github)[0]].annotations) == 1
+
+
+def test_a_redelivery_enqueues_nothing(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    assert app.deliver(run, 1).status_code == 202
+    app.deliveries -= 1  # the same X-GitHub-Delivery again
+    again = app.deliver(run, 1)
+    assert again.status_code == 200
+    assert Queue(app.settings.queue_name, connection=app.redis).count == 1
+
+
+def test_injected_names_render_inert(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, HOSTILE.read_bytes())
+    app.deliver(run, 1)
+    app.work()
+    (comment,) = github.comments_on("acme/widgets", PR)
+    check = github.check_runs[flaketally_checks(github)[0]]
+    texts = {"comment": comment.body, "summary": check.output["summary"], "text": check.output["text"]}  # type: ignore[index]
+    for where, text in texts.items():
+        assert text.count("<!-- flaketally:comment -->") == (1 if where == "comment" else 0), where
+        assert len(text) <= 65_535
+        # names and messages appear only inside code spans (shown literally), or escaped
+        live = re.sub(r"(`+)(?:(?!\1).)+?\1", "", text)
+        assert "evil" not in live and "xxxxxxxx" not in live, where
+        for hostile in ("<img", "<script", "@octocat", "@org/team", "](https://", "<!-- flaketally"):
+            assert hostile not in live.replace(MARKER, ""), (where, hostile)
+        for span in re.findall(r"(`+)((?:(?!\1).)+?)\1", text):
+            assert "\n" not in span[1] and "|" not in span[1], (where, span)
+    for annotation in check.annotations:
+        assert len(annotation["title"]) <= 255
+        assert "<!-- flaketally" not in annotation["message"]
+    golden("injection.comment.md", comment.body)
+    golden("injection.check.md", check_text(github, check.id))
+
+
+def test_expired_artifacts_are_named_in_the_check_run(app: App, github: FakeGitHub) -> None:
+    run = github.add_run("acme/widgets", head_sha=SHA, pull_requests=[PR])
+    github.add_job(run, attempt=1, name="test (3.11)")
+    github.add_artifact(run, "junit-old", zipped({"junit.xml": junit(t="pass")}), attempt=1, expired=True)
+    app.deliver(run, 1)
+    app.work()
+    check = github.check_runs[flaketally_checks(github)[0]]
+    summary = check.output["summary"].replace("\\", "")  # type: ignore[index]  # Markdown escapes
+    assert "Not judged: artifact 'junit-old' of attempt 1 has expired" in summary
+    assert check.conclusion == "neutral"

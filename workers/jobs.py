@@ -1,0 +1,179 @@
+"""The rq job functions. Thin: primitive arguments in, a call into ``bot.pipeline``, a summary out.
+
+A worker process reads its settings once (``configure``, called by ``workers.main`` at start-up, or
+on the first job) and mints its own installation tokens; the token cache is shared through Redis, so
+a job forked per task does not mint a new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import redis
+from rq import get_current_job
+
+from bot import metrics
+from bot.github import GitHubPort
+from bot.pipeline import conclude_failed, open_check, process_attempt, rejudge_check_run
+from bot.settings import Settings
+from bot.store import Store
+from bot.store import records as rec
+
+log = logging.getLogger(__name__)
+
+_settings: Settings | None = None
+_store: Store | None = None
+_redis: redis.Redis | None = None
+PortFactory = Callable[[Settings, redis.Redis, int], GitHubPort]
+# Publishing (check run, PR comments) is serialised per repository, so two workers racing on one
+# commit edit the same comment instead of each posting one.
+PUBLISH_LOCK_SECONDS = 300
+
+T = TypeVar("T")
+
+
+def configure(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    connection: redis.Redis | None = None,
+    port_factory: PortFactory | None = None,
+) -> None:
+    """Read once per worker process: the settings, the store, Redis, and how to reach GitHub."""
+    global _settings, _store, _redis, _port
+    _settings = settings
+    _store = store or Store.open(settings.database_url)
+    _redis = connection or redis.Redis.from_url(settings.redis_url)
+    _port = port_factory or github_port
+
+
+def _context() -> tuple[Settings, Store, redis.Redis]:
+    if _settings is None or _store is None or _redis is None:
+        configure(Settings.from_env())
+    assert _settings is not None and _store is not None and _redis is not None
+    return _settings, _store, _redis
+
+
+def github_port(settings: Settings, connection: redis.Redis, installation_id: int) -> GitHubPort:
+    def on_response(status: int, remaining: int | None) -> None:
+        metrics.record_github_call(connection, status)
+        if remaining is not None:
+            metrics.set_rate_limit_remaining(connection, remaining)
+
+    return GitHubPort(
+        app_id=settings.app_id,
+        private_key=settings.private_key,
+        installation_id=installation_id,
+        api_url=settings.api_url,
+        redis=connection,
+        on_response=on_response,
+    )
+
+
+_port: PortFactory = github_port
+
+
+def _final_try() -> bool:
+    """Whether rq will not retry the running job again."""
+    job = get_current_job()
+    return job is None or not job.retries_left
+
+
+def _timed(name: str, connection: redis.Redis, work: Callable[[], T]) -> T:
+    started = time.monotonic()
+    try:
+        result = work()
+    except Exception:
+        metrics.record_job(connection, name, time.monotonic() - started, failed=True)
+        raise
+    metrics.record_job(connection, name, time.monotonic() - started, failed=False)
+    return result
+
+
+@contextmanager
+def _publish_lock(connection: redis.Redis, repo_id: int) -> Iterator[None]:
+    with connection.lock(f"flaketally:lock:publish:{repo_id}", timeout=PUBLISH_LOCK_SECONDS,
+                         blocking_timeout=PUBLISH_LOCK_SECONDS):
+        yield
+
+
+def process_workflow_run(installation_id: int, repo: str, repo_id: int, run_id: int, attempt: int) -> dict[str, Any]:
+    """``workflow_run`` ``completed``: collect, judge and report one attempt."""
+    settings, store, connection = _context()
+
+    def work() -> dict[str, Any]:
+        with _port(settings, connection, installation_id) as gh:
+            try:
+                report = process_attempt(
+                    store, gh, installation_id=installation_id, repo=repo, repo_github_id=repo_id, run_id=run_id,
+                    attempt=attempt, publish_lock=lambda: _publish_lock(connection, repo_id),
+                )
+            except Exception as exc:
+                if _final_try():
+                    log.exception("job failed for good", extra={"repo": repo, "run_id": run_id, "attempt": attempt})
+                    conclude_failed(store, gh, repo=repo, run_id=run_id, attempt=attempt, reason=_reason(exc))
+                raise
+        if report is None:
+            return {"skipped": "installation not active"}
+        return {"head_sha": report.head_sha, "conclusion": report.gate.conclusion.value,
+                "findings": len(report.findings)}
+
+    return _timed("process_workflow_run", connection, work)
+
+
+def open_check_run(installation_id: int, repo: str, repo_id: int, head_sha: str, run_id: int,
+                   attempt: int = 1) -> dict[str, Any]:
+    """``workflow_run`` ``requested``: show the check run in progress while the run goes."""
+    settings, store, connection = _context()
+
+    def work() -> dict[str, Any]:
+        with _port(settings, connection, installation_id) as gh:
+            check = open_check(store, gh, installation_id=installation_id, repo=repo, repo_github_id=repo_id,
+                               head_sha=head_sha, run_id=run_id, attempt=attempt)
+        return {"check_run_id": check.check_run_id if check else None}
+
+    return _timed("open_check_run", connection, work)
+
+
+def rejudge(installation_id: int, repo: str, repo_id: int, head_sha: str, check_run_id: int) -> dict[str, Any]:
+    """``check_run`` ``rerequested``: judge the commit again and update that check run."""
+    settings, store, connection = _context()
+
+    def work() -> dict[str, Any]:
+        with _port(settings, connection, installation_id) as gh:
+            report = rejudge_check_run(
+                store, gh, installation_id=installation_id, repo=repo, repo_github_id=repo_id, head_sha=head_sha,
+                check_run_id=check_run_id, publish_lock=lambda: _publish_lock(connection, repo_id),
+            )
+        return {"conclusion": report.gate.conclusion.value if report else None}
+
+    return _timed("rejudge", connection, work)
+
+
+def record_installation(
+    installation_id: int,
+    action: str,
+    account: str,
+    repositories_added: list[dict[str, Any]],
+    repositories_removed: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """``installation`` and ``installation_repositories``: who the tenants are, and which are active."""
+    _, store, connection = _context()
+
+    def work() -> dict[str, Any]:
+        status = {"deleted": "deleted", "suspend": "suspended"}.get(action, "active")
+        rec.record_installation(store, installation_id, account, status)
+        for repository in repositories_added:
+            rec.repo_id(store, str(repository["full_name"]), installation_id, int(repository["id"]))
+        return {"installation_id": installation_id, "status": status, "added": len(repositories_added),
+                "removed": len(repositories_removed)}
+
+    return _timed("record_installation", connection, work)
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
