@@ -22,6 +22,7 @@ import pytest
 import redis
 from rq import Queue, SimpleWorker
 
+from bot.github import GitHubUnavailable
 from bot.render_github import MARKER
 from bot.settings import Settings
 from bot.store import Store
@@ -78,13 +79,13 @@ class App:
             self.settings,
             store=self.store,
             connection=self.redis,
-            port_factory=lambda _settings, _redis, installation: github.port(installation_id=installation),
+            port_factory=lambda _settings, connection, installation: github.port(
+                installation_id=installation, on_response=jobs.response_metrics(connection)),
         )
         self.deliveries = 0
 
     def deliver(self, run: FakeRun, attempt: int, action: str = "completed") -> Any:
-        self.deliveries += 1
-        payload = {
+        return self.send("workflow_run", {
             "action": action,
             "installation": {"id": self.github.installation_id},
             "repository": {"id": 1296269, "full_name": run.repo},
@@ -94,14 +95,17 @@ class App:
                 "head_sha": run.head_sha,
                 "pull_requests": [{"number": n} for n in run.pull_requests],
             },
-        }
+        })
+
+    def send(self, event: str, payload: dict[str, Any]) -> httpx.Response:
+        self.deliveries += 1
         body = json.dumps(payload).encode()
         return self.post(body, {
-                "X-GitHub-Event": "workflow_run",
-                "X-GitHub-Delivery": f"delivery-{self.deliveries}",
-                "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
-                "Content-Type": "application/json",
-            })
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": f"delivery-{self.deliveries}",
+            "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+            "Content-Type": "application/json",
+        })
 
     def post(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
         async def send() -> httpx.Response:
@@ -274,3 +278,123 @@ def test_expired_artifacts_are_named_in_the_check_run(app: App, github: FakeGitH
     summary = check.output["summary"].replace("\\", "")  # type: ignore[index]  # Markdown escapes
     assert "Not judged: artifact 'junit-old' of attempt 1 has expired" in summary
     assert check.conclusion == "neutral"
+
+
+def test_a_job_that_finally_fails_concludes_its_check_run_saying_so(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    github.fail_next("list_artifacts", 100, status=502)
+    with pytest.raises(GitHubUnavailable):  # outside rq: the last try
+        jobs.process_workflow_run(github.installation_id, "acme/widgets", 1296269, run.id, 1)
+    (check_id,) = flaketally_checks(github)
+    check = github.check_runs[check_id]
+    assert (check.status, check.conclusion) == ("completed", "neutral")
+    assert check.output["summary"].startswith("Neutral: Flaketally could not finish (GitHubUnavailable")  # type: ignore[index]
+
+
+def test_a_deleted_installation_is_no_longer_processed(app: App, github: FakeGitHub) -> None:
+    answer = app.send("installation", {
+        "action": "deleted",
+        "installation": {"id": github.installation_id, "account": {"login": "acme"}},
+        "repositories": [{"id": 1296269, "full_name": "acme/widgets"}],
+    })
+    assert answer.status_code == 202
+    app.work()
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    app.deliver(run, 1)
+    app.work()
+    assert flaketally_checks(github) == [] and github.comments_on("acme/widgets", PR) == []
+
+
+def test_a_fork_pull_request_is_found_through_the_commit(app: App, github: FakeGitHub) -> None:
+    run = github.add_run("acme/widgets", head_sha=SHA, pull_requests=[], head_repo="someone/widgets")
+    github.add_job(run, attempt=1, name="test (3.11)", conclusion="failure")
+    github.add_artifact(run, "junit-results", zipped({"junit.xml": junit(test_apply_coupon="fail")}), attempt=1)
+    github.add_pull("acme/widgets", SHA, 12)
+    app.deliver(run, 1)
+    app.work()
+    (comment,) = github.comments_on("acme/widgets", 12)
+    assert "test_apply_coupon" in comment.body
+
+
+def test_the_comment_says_so_when_the_failures_are_gone(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    app.deliver(run, 1)
+    app.work()
+    fixed = "ad1e5d0c5e9d7b1a2f4e6c8d0b2a4c6e8f0a2b4c"
+    push = github.add_run("acme/widgets", head_sha=fixed, pull_requests=[PR], conclusion="success")
+    github.add_job(push, attempt=1, name="test (3.11)")
+    github.add_artifact(push, "junit-results", zipped({"junit.xml": junit(test_apply_coupon="pass")}), attempt=1)
+    app.deliver(push, 1)
+    app.work()
+    (comment,) = github.comments_on("acme/widgets", PR)
+    assert "The failures reported here earlier are gone: no test failed on ad1e5d0." in comment.body
+    golden("cleared.comment.md", comment.body)
+
+
+def test_known_flaky_history_is_said_and_the_gate_is_neutral(app: App, github: FakeGitHub) -> None:
+    earlier = "0bd1e5d0c5e9d7b1a2f4e6c8d0b2a4c6e8f0a2b4"
+    main = github.add_run("acme/widgets", head_sha=earlier, event="push", conclusion="failure")
+    github.add_job(main, attempt=1, name="test (3.11)", conclusion="failure")
+    github.add_artifact(main, "junit-results", zipped({"junit.xml": junit(test_apply_coupon="fail")}), attempt=1)
+    rerun(github, main, junit(test_apply_coupon="pass"))
+    app.deliver(main, 2)  # collects attempt 1 too
+    app.work()
+    github.now += 3 * 3600  # the pull request runs after both attempts on main
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    app.deliver(run, 1)
+    app.work()
+    check = github.check_runs[flaketally_checks(github)[-1]]
+    assert check.conclusion == "neutral"
+    (comment,) = github.comments_on("acme/widgets", PR)
+    assert "failed 2 of 3 runs in the last 7 days and both passed and failed on the same code once" in comment.body
+    assert "undetermined (known flaky)" in comment.body
+    assert [a["annotation_level"] for a in check.annotations] == ["notice"]
+    golden("known-flaky.comment.md", comment.body)
+
+
+def test_requested_opens_the_check_run_that_completed_concludes(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="pass"))
+    app.deliver(run, 1, action="requested")
+    app.work()
+    (check_id,) = flaketally_checks(github)
+    assert github.check_runs[check_id].status == "in_progress"
+    app.deliver(run, 1)
+    app.work()
+    assert flaketally_checks(github) == [check_id]
+    assert github.check_runs[check_id].conclusion == "success"
+    assert github.comments_on("acme/widgets", PR) == []  # nothing to say: no comment
+
+
+def test_rerequested_judges_again(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    app.deliver(run, 1)
+    app.work()
+    (check_id,) = flaketally_checks(github)
+    patches = len(github.calls("update_check_run"))
+    answer = app.send("check_run", {
+        "action": "rerequested",
+        "installation": {"id": github.installation_id},
+        "repository": {"id": 1296269, "full_name": "acme/widgets"},
+        "check_run": {"id": check_id, "head_sha": SHA},
+    })
+    assert answer.status_code == 202
+    app.work()
+    assert flaketally_checks(github) == [check_id]
+    assert len(github.calls("update_check_run")) == patches  # nothing new to say
+    assert github.check_runs[check_id].conclusion == "failure"
+
+
+def test_worker_jobs_show_in_metrics(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="pass"))
+    app.deliver(run, 1)
+    app.work()
+
+    async def scrape() -> str:
+        transport = httpx.ASGITransport(app=app.web)
+        async with httpx.AsyncClient(transport=transport, base_url="http://flaketally.test") as client:
+            return (await client.get("/metrics")).text
+
+    text = asyncio.run(scrape())
+    assert 'flaketally_job_duration_seconds_count{function="process_workflow_run"} 1.0' in text
+    assert 'flaketally_github_calls_total{status="200"}' in text
+    assert 'flaketally_deliveries_total{event="workflow_run",outcome="enqueued"} 1.0' in text

@@ -58,19 +58,25 @@ def _context() -> tuple[Settings, Store, redis.Redis]:
     return _settings, _store, _redis
 
 
-def github_port(settings: Settings, connection: redis.Redis, installation_id: int) -> GitHubPort:
+def response_metrics(connection: redis.Redis) -> Callable[[int, int | None], None]:
+    """What the port calls on every GitHub response: calls by status, and the rate limit left."""
+
     def on_response(status: int, remaining: int | None) -> None:
         metrics.record_github_call(connection, status)
         if remaining is not None:
             metrics.set_rate_limit_remaining(connection, remaining)
 
+    return on_response
+
+
+def github_port(settings: Settings, connection: redis.Redis, installation_id: int) -> GitHubPort:
     return GitHubPort(
         app_id=settings.app_id,
         private_key=settings.private_key,
         installation_id=installation_id,
         api_url=settings.api_url,
         redis=connection,
-        on_response=on_response,
+        on_response=response_metrics(connection),
     )
 
 
