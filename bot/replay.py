@@ -64,7 +64,7 @@ class LocalGitHub:
         zips = sorted(artifacts.glob("*.zip"))
         if not zips:
             raise ReplayError(f"{artifacts}: no *.zip file")
-        self.files = {_artifact_id(p.name): p for p in zips}
+        self.files = {_artifact_id(p): p for p in zips}
         self.checks: dict[int, PostedCheck] = {}
         self.comments: dict[int, PostedComment] = {}
         self._ids = itertools.count(1)
@@ -127,11 +127,17 @@ class LocalGitHub:
         return comment_id
 
     def update_issue_comment(self, repo: str, comment_id: int, body: str) -> None:
-        self.comments[comment_id] = PostedComment(self.comments[comment_id].number, body, edited=True)
+        # a comment posted by an earlier replay into the same store is edited: its number is the run's
+        number = self.comments[comment_id].number if comment_id in self.comments else self._pull(comment_id)
+        self.comments[comment_id] = PostedComment(number, body, edited=True)
+
+    def _pull(self, comment_id: int) -> int:
+        return self.run.pull_requests[0] if self.run.pull_requests else 0
 
 
-def _artifact_id(name: str) -> int:
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:6], "big")
+def _artifact_id(path: Path) -> int:
+    """Stable across replays of the same zip, different for a zip of another attempt."""
+    return int.from_bytes(hashlib.sha256(path.name.encode() + path.read_bytes()).digest()[:6], "big")
 
 
 def _fields(run: RunAttempt) -> dict[str, Any]:
