@@ -5,9 +5,14 @@ This is the pipeline the GitHub workers run too, minus the GitHub part: parse, i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bot.cost import Cost, Rates, cost_of
 from bot.identity import ExecutionContext
@@ -33,8 +38,9 @@ class TestAnalysis:
 
     history: TestHistory
     judgement: HistoryJudgement
-    commits: tuple[CommitJudgement, ...]
+    commits: tuple[CommitJudgement, ...]  # the commits on which the test failed at least once
     cost: Cost
+    passing_commits: int  # the others: every attempt passed or was skipped
 
     @property
     def context(self) -> ExecutionContext:
@@ -72,8 +78,90 @@ class Analysis:
 
 
 def judge(history: TestHistory, policy: CommitVerdict, rates: Rates) -> TestAnalysis:
-    commits = tuple(judge_commit(sha, obs, policy) for sha, obs in by_commit(history.observations))
-    return TestAnalysis(history, judge_history(history), commits, cost_of(commits, rates))
+    """A test's history verdict, and a judgement of each commit on which it failed at least once (a commit
+    where every attempt passed is counted, not spelled out: most of a large history is just that)."""
+    observations = history.observations
+    if not any("F" in o.outcomes or "E" in o.outcomes for o in observations):
+        commits: tuple[CommitJudgement, ...] = ()
+        seen = len({o.commit for o in observations})
+    else:
+        groups = by_commit(observations)
+        seen = len(groups)
+        commits = tuple(
+            judge_commit(sha, obs, policy)
+            for sha, obs in groups
+            if any("F" in o.outcomes or "E" in o.outcomes for o in obs)
+        )
+    return TestAnalysis(history, judge_history(history), commits, cost_of(commits, rates), seen - len(commits))
+
+
+@dataclass(slots=True)
+class _Read:
+    """What reading and storing one file gave: small, so it crosses a process boundary cheaply."""
+
+    path: str
+    warnings: list[Warning]
+    ids: set[str]
+    refused: bool = False
+    new: bool = False
+
+
+def read_and_store(store: Store, path: Path, repo: str, write_lock: AbstractContextManager[Any] | None = None) -> _Read:
+    """Parse one report, tell its run, store it (holding ``write_lock`` while storing, when given)."""
+    try:
+        with path.open("rb") as stream:
+            report = parse(stream)
+    except ReportRefused as exc:
+        return _Read(str(path), [Warning(str(path), str(exc))], set(), refused=True)
+    except OSError as exc:
+        return _Read(str(path), [Warning(str(path), f"cannot be read: {exc.strerror or exc}")], set(), refused=True)
+    run, problems = identify(path, report, repo)
+    with write_lock or nullcontext():
+        new = store.ingest(report, run)
+    return _Read(str(path), problems, {r.id for r in report.results}, new=new)
+
+
+_worker_store: Store | None = None
+_worker_lock: AbstractContextManager[Any] | None = None
+
+
+def _worker_start(url: str, lock: AbstractContextManager[Any] | None) -> None:
+    global _worker_store, _worker_lock
+    _worker_store = Store(url)  # migrated already by the parent
+    _worker_lock = lock
+
+
+def _worker_read(path: Path, repo: str) -> _Read:
+    assert _worker_store is not None
+    return read_and_store(_worker_store, path, repo, _worker_lock)
+
+
+# Below this many files one process reads them all: starting others would cost more than it saves.
+PARALLEL_FROM = 16
+
+
+def _read_all(store: Store, files: Sequence[Path], repo: str, progress: Progress | None) -> Iterator[_Read]:
+    """Every file read and stored, in the order given; on several cores when there are many files and
+    the store is one that several processes can share (a file or a server, not SQLite in memory)."""
+    processes = min(os.cpu_count() or 1, 4)
+    url = store.engine.url
+    shareable = url.get_backend_name() != "sqlite" or url.database not in (None, "", ":memory:")
+    if processes < 2 or len(files) < PARALLEL_FROM or not shareable:
+        for index, path in enumerate(files, 1):
+            if progress:
+                progress(index, len(files), str(path))
+            yield read_and_store(store, path, repo)
+        return
+    context = multiprocessing.get_context("fork")  # the CLI has no threads; fork keeps start-up cheap
+    # SQLite has one writer at a time, and a writer that finds it busy sleeps in steps of up to 100 ms:
+    # taking turns on a lock instead keeps the processes parsing, not sleeping.
+    lock = context.Lock() if store.engine.dialect.name == "sqlite" else None
+    start = (url.render_as_string(hide_password=False), lock)
+    with ProcessPoolExecutor(processes, mp_context=context, initializer=_worker_start, initargs=start) as pool:
+        for index, read in enumerate(pool.map(_worker_read, files, [repo] * len(files), chunksize=4), 1):
+            if progress:
+                progress(index, len(files), read.path)
+            yield read
 
 
 def analyze(
@@ -88,24 +176,10 @@ def analyze(
     files, warnings = report_files(paths)
     result = Analysis(policy=policy, rates=rates or Rates(), warnings=warnings, files=len(files))
     seen: set[str] = set()
-    for index, path in enumerate(files, 1):
-        if progress:
-            progress(index, len(files), str(path))
-        try:
-            with Path(path).open("rb") as stream:
-                report = parse(stream)
-        except ReportRefused as exc:
-            result.refused += 1
-            result.warnings.append(Warning(str(path), str(exc)))
-            continue
-        except OSError as exc:
-            result.refused += 1
-            result.warnings.append(Warning(str(path), f"cannot be read: {exc.strerror or exc}"))
-            continue
-        run, problems = identify(path, report, repo)
-        result.warnings.extend(problems)
-        seen.update(r.id for r in report.results)
-        if store.ingest(report, run):
-            result.new_reports += 1
+    for read in _read_all(store, files, repo, progress):
+        result.warnings.extend(read.warnings)
+        result.refused += read.refused
+        result.new_reports += read.new
+        seen |= read.ids
     result.tests = [judge(h, policy, result.rates) for h in store.history(repo, seen)]
     return result

@@ -30,15 +30,16 @@ def bounded(text: str, limit: int = MAX_NAME) -> str:
 def test_id(classname: str, name: str, file: str | None = None, project: str | None = None) -> str:
     """The runner-qualified name: ``[file::]classname::name[ [project]]``.
 
-    ``file`` is left out when the runner wrote it equal to the classname (jest, vitest do).
+    ``file`` is left out when the runner wrote it equal to the classname (jest, vitest do); an empty
+    classname is left out too.
     """
-    parts = [p for p in (file, classname) if p]
-    if len(parts) == 2 and parts[0] == parts[1]:
-        parts = parts[:1]
-    ident = "::".join([*parts, name])
+    if file and file != classname:
+        ident = f"{file}::{classname}::{name}" if classname else f"{file}::{name}"
+    else:
+        ident = f"{classname}::{name}" if classname else name
     if project:
         ident = f"{ident} [{project}]"
-    return bounded(ident)
+    return ident if len(ident) <= MAX_NAME else bounded(ident)
 
 
 def family_name(name: str) -> str:

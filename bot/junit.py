@@ -29,14 +29,15 @@ covers several attempts (several ``<failure>`` elements, ``Retry #N`` sections) 
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import itertools
 import re
-import xml.sax
-import xml.sax.handler
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import IO
+from pyexpat import ExpatError, errors
+from typing import IO, Any, ClassVar, NamedTuple
 
 from defusedxml import DefusedXmlException
 from defusedxml.expatreader import create_parser
@@ -65,16 +66,17 @@ class Outcome(StrEnum):
         return self in (Outcome.FAILED, Outcome.ERROR)
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(NamedTuple):
     outcome: Outcome
     duration: float = 0.0
     message: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TestResult:
     """One test in one report: its attempts in order, the last being the final outcome."""
+
+    __test__: ClassVar[bool] = False  # not a pytest test class
 
     classname: str
     name: str
@@ -82,10 +84,10 @@ class TestResult:
     file: str | None = None
     line: int | None = None
     project: str | None = None
+    id: str = field(init=False, compare=False)
 
-    @property
-    def id(self) -> str:
-        return test_id(self.classname, self.name, self.file, self.project)
+    def __post_init__(self) -> None:
+        self.id = test_id(self.classname, self.name, self.file, self.project)
 
     @property
     def family(self) -> str:
@@ -133,36 +135,44 @@ def first_line(text: str | None, limit: int = MAX_MESSAGE) -> str:
     return ""
 
 
-@dataclass(slots=True)
 class _Entry:
-    classname: str
-    name: str
-    file: str | None
-    line: int | None
-    time: float
-    suite: str
-    suite_hostname: str
-    final: Outcome = Outcome.PASSED
-    final_message: str = ""
-    earlier: list[Attempt] = field(default_factory=list)
-    failures: list[Attempt] = field(default_factory=list)
-    reruns: list[Attempt] = field(default_factory=list)
-    playwright_retries: int = 0
-    system_out: str = ""
+    """One ``<testcase>`` element while it is read; the lists are made only for the few that need them."""
+
+    __slots__ = ("classname", "earlier", "failures", "file", "final", "line", "name", "playwright_retries",
+                 "reruns", "suite", "suite_hostname", "system_out", "time")
+
+    def __init__(self, classname: str, name: str, file: str | None, line: int | None, time: float, suite: str,
+                 suite_hostname: str) -> None:
+        self.classname = classname
+        self.name = name
+        self.file = file
+        self.line = line
+        self.time = time
+        self.suite = suite
+        self.suite_hostname = suite_hostname
+        self.final = Outcome.PASSED
+        self.earlier: list[Attempt] | None = None
+        self.failures: list[Attempt] | None = None
+        self.reruns: list[Attempt] | None = None
+        self.playwright_retries = 0
+        self.system_out = ""
 
 
 _FINAL = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 _FLAKY = {"flakyFailure": Outcome.FAILED, "flakyError": Outcome.ERROR}
 _RERUN = {"rerunFailure": Outcome.FAILED, "rerunError": Outcome.ERROR}
 _TEXT_OF = {"failure", "error", "flakyFailure", "flakyError", "rerunFailure", "rerunError"}
+_CAPTURED = _TEXT_OF | {"skipped", "system-out"}
 _PROPERTY_KEYS = {"commit", "attempt", "go.version", "java.version", "os.name", "os.arch"}
 _NOT_RUN = {"disabled", "notrun", "not_run", "skipped", "ignored"}
 _DIGITS = re.compile(r"\s*\+?\d{1,10}\s*")
 
 
 def _float(value: str | None) -> float:
+    if not value:
+        return 0.0
     try:
-        number = float(value) if value else 0.0
+        number = float(value)
     except ValueError:
         return 0.0
     return number if number >= 0 and number == number and number != float("inf") else 0.0
@@ -176,9 +186,16 @@ def _int(value: str | None) -> int | None:
     return number if number <= MAX_INT else None
 
 
-class _Handler(xml.sax.handler.ContentHandler):
-    def __init__(self) -> None:
-        super().__init__()
+def _bounded_name(text: str) -> str:
+    return text if len(text) <= MAX_NAME else bounded(text, MAX_NAME)
+
+
+class _Handler:
+    """expat callbacks. Character data is only listened to inside the elements whose text is kept, so
+    the whitespace and output between testcases never reaches Python."""
+
+    def __init__(self, parser: Any) -> None:
+        self.parser = parser
         self.depth = 0
         self.root: str | None = None
         self.playwright = False
@@ -188,7 +205,8 @@ class _Handler(xml.sax.handler.ContentHandler):
         self.unnamed = 0
         self.entry: _Entry | None = None
         self.child: str | None = None
-        self.child_attrs: dict[str, str] = {}
+        self.child_message = ""
+        self.child_time = ""
         self.text: list[str] = []
         self.text_len = 0
         self.retry_tail = ""
@@ -199,8 +217,13 @@ class _Handler(xml.sax.handler.ContentHandler):
         self.attempt: int | None = None
         self.timestamp: str | None = None
 
-    def startElement(self, tag: str, attrs: xml.sax.xmlreader.AttributesImpl) -> None:
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
         self.depth += 1
+        if tag == "testcase":
+            if self.depth > MAX_DEPTH:
+                raise ReportRefused(f"elements nested deeper than {MAX_DEPTH}")
+            self._start_case(attrs)
+            return
         if self.depth > MAX_DEPTH:
             raise ReportRefused(f"elements nested deeper than {MAX_DEPTH}")
         if self.root is None:
@@ -208,16 +231,16 @@ class _Handler(xml.sax.handler.ContentHandler):
                 raise ReportRefused(f"not a JUnit report (root element <{bounded(tag, 40)}>)")
             self.root = tag
             self.playwright = tag == "testsuites" and attrs.get("id") is not None
-        if tag == "testcase":
-            self._start_case(attrs)
-        elif self.entry is not None:
-            if self.child is None and (tag in _TEXT_OF or tag == "skipped"):
+        if self.entry is not None:
+            if self.child is None and tag in _CAPTURED:
                 self.child = tag
-                self.child_attrs = {k: attrs.get(k, "") for k in ("message", "time")}
-                self._reset_text()
-            elif self.child is None and tag == "system-out":
-                self.child = tag
-                self._reset_text()
+                self.child_message = attrs.get("message", "")
+                self.child_time = attrs.get("time", "")
+                self.text = []
+                self.text_len = 0
+                self.retry_tail = ""
+                self.retries_seen = 0
+                self.parser.CharacterDataHandler = self.characters
         elif tag == "testsuite":
             self._start_suite(attrs)
         elif tag == "properties":
@@ -227,8 +250,8 @@ class _Handler(xml.sax.handler.ContentHandler):
             if name in _PROPERTY_KEYS and name not in self.props:
                 self.props[name] = bounded(attrs.get("value", ""), 200)
 
-    def _start_suite(self, attrs: xml.sax.xmlreader.AttributesImpl) -> None:
-        self.suites.append((bounded(attrs.get("name", ""), MAX_NAME), attrs.get("hostname", "")))
+    def _start_suite(self, attrs: dict[str, str]) -> None:
+        self.suites.append((_bounded_name(attrs.get("name", "")), attrs.get("hostname", "")))
         if attrs.get("name") == "pytest":
             self.pytest = True
         if self.commit is None and attrs.get("commit"):
@@ -238,36 +261,32 @@ class _Handler(xml.sax.handler.ContentHandler):
         if self.timestamp is None and attrs.get("timestamp"):
             self.timestamp = bounded(attrs.get("timestamp", ""), 40)
 
-    def _start_case(self, attrs: xml.sax.xmlreader.AttributesImpl) -> None:
+    def _start_case(self, attrs: dict[str, str]) -> None:
         if len(self.entries) >= MAX_TESTCASES:
             raise ReportRefused(f"more than {MAX_TESTCASES} testcases")
-        file = attrs.get("file") or None
-        name = attrs.get("name", "")
+        get = attrs.get
+        file = get("file") or None
+        name = get("name", "")
         if not name.strip():
             self.unnamed += 1
             name = f"(unnamed testcase {self.unnamed})"
         suite, hostname = self.suites[-1] if self.suites else ("", "")
-        self.entry = _Entry(
-            classname=bounded(attrs.get("classname", ""), MAX_NAME),
-            name=bounded(name, MAX_NAME),
-            file=bounded(file, MAX_NAME) if file else None,
-            line=_int(attrs.get("line")),
-            time=_float(attrs.get("time")),
-            suite=suite,
-            suite_hostname=hostname,
+        line = get("line")
+        entry = _Entry(
+            _bounded_name(get("classname", "")),
+            _bounded_name(name),
+            _bounded_name(file) if file else None,
+            _int(line) if line is not None else None,
+            _float(get("time")),
+            suite,
+            hostname,
         )
-        if attrs.get("status", "").strip().lower() in _NOT_RUN:
-            self.entry.final = Outcome.SKIPPED
-
-    def _reset_text(self) -> None:
-        self.text = []
-        self.text_len = 0
-        self.retry_tail = ""
-        self.retries_seen = 0
+        status = get("status")
+        if status and status.strip().lower() in _NOT_RUN:
+            entry.final = Outcome.SKIPPED
+        self.entry = entry
 
     def characters(self, content: str) -> None:
-        if self.child is None:
-            return
         if self.text_len < _TEXT_CAP:
             self.text.append(content[: _TEXT_CAP - self.text_len])
             self.text_len += len(content)
@@ -277,15 +296,17 @@ class _Handler(xml.sax.handler.ContentHandler):
             self.retries_seen -= len(_RETRY_SECTION.findall(self.retry_tail))
             self.retry_tail = window[-200:]
 
-    def endElement(self, tag: str) -> None:
+    def end(self, tag: str) -> None:
         self.depth -= 1
         entry = self.entry
-        if tag == "testcase" and entry is not None:
-            self.entries.append(entry)
-            self.entry = None
-        elif entry is not None and tag == self.child:
-            self._end_child(entry, tag)
-            self.child = None
+        if entry is not None:
+            if tag == "testcase":
+                self.entries.append(entry)
+                self.entry = None
+            elif tag == self.child:
+                self.parser.CharacterDataHandler = None
+                self._end_child(entry, tag)
+                self.child = None
         elif tag == "testsuite" and self.suites:
             self.suites.pop()
         elif tag == "properties":
@@ -296,24 +317,26 @@ class _Handler(xml.sax.handler.ContentHandler):
         if tag == "system-out":
             entry.system_out = text
             return
-        message = first_line(self.child_attrs.get("message")) or first_line(text)
         if tag == "skipped":
             if entry.final is Outcome.PASSED:
                 entry.final = Outcome.SKIPPED
             return
-        time = _float(self.child_attrs.get("time")) or entry.time
+        message = first_line(self.child_message) or first_line(text)
+        time = _float(self.child_time) or entry.time
         if tag in _FLAKY:
-            entry.earlier.append(Attempt(_FLAKY[tag], time, message))
+            entry.earlier = [*(entry.earlier or ()), Attempt(_FLAKY[tag], time, message)]
         elif tag in _RERUN:
-            entry.reruns.append(Attempt(_RERUN[tag], time, message))
+            entry.reruns = [*(entry.reruns or ()), Attempt(_RERUN[tag], time, message)]
         else:
-            entry.failures.append(Attempt(_FINAL[tag], entry.time, message))
+            entry.failures = [*(entry.failures or ()), Attempt(_FINAL[tag], entry.time, message)]
             entry.playwright_retries += self.retries_seen
 
 
 def _attempts(entry: _Entry) -> list[Attempt]:
     """The attempts one testcase element records, in the order they ran."""
-    attempts = list(entry.earlier)
+    if entry.earlier is None and entry.failures is None and entry.reruns is None:
+        return [Attempt(entry.final, entry.time)]
+    attempts = list(entry.earlier or ())
     if entry.failures:
         failures = [(f.outcome, f.message) for f in entry.failures]
         if len({outcome for outcome, _ in failures}) > 1:
@@ -326,7 +349,7 @@ def _attempts(entry: _Entry) -> list[Attempt]:
             failures += [failures[0]] * entry.playwright_retries
         share = entry.time / len(failures)  # the testcase's one time covers every attempt it stands for
         attempts.extend(Attempt(outcome, share, message) for outcome, message in failures)
-        attempts.extend(entry.reruns)
+        attempts.extend(entry.reruns or ())
         return attempts
     if entry.reruns:
         # A rerun element without a final failure: the test passed after its reruns.
@@ -337,67 +360,98 @@ def _attempts(entry: _Entry) -> list[Attempt]:
 
 def _merge(entries: Iterable[_Entry], *, pytest: bool, playwright: bool) -> list[TestResult]:
     """One result per test: entries repeated in one suite are the attempts of one test."""
-    grouped: dict[tuple[str, str, str | None, str | None], dict[str, list[_Entry]]] = {}
+    Key = tuple[str, str, str | None, str | None]
+    groups: dict[tuple[str, str, str | None, str | None, str], list[_Entry]] = {}
+    first_suite: dict[Key, str] = {}
+    several_suites: set[Key] = set()
     for entry in entries:
-        project = (entry.suite_hostname or None) if playwright else None
-        key = (entry.classname, entry.name, entry.file, project)
-        grouped.setdefault(key, {}).setdefault(entry.suite, []).append(entry)
+        base: Key = (entry.classname, entry.name, entry.file, (entry.suite_hostname or None) if playwright else None)
+        full = (*base, entry.suite)
+        group = groups.get(full)
+        if group is None:
+            groups[full] = [entry]
+            if first_suite.setdefault(base, entry.suite) != entry.suite:
+                several_suites.add(base)
+        else:
+            group.append(entry)
     results = []
     taken: set[str] = set()
-    for (classname, name, file, project), suites in grouped.items():
-        for suite, group in suites.items():
-            attempts: list[Attempt] = []
+    for (classname, name, file, project, suite), group in groups.items():
+        if len(group) == 1:
+            attempts = _attempts(group[0])
+        else:
+            attempts = []
             for index, entry in enumerate(group):
                 these = _attempts(entry)
                 if pytest and index < len(group) - 1 and not any(a.outcome.is_failure for a in these):
                     these = [Attempt(Outcome.FAILED, entry.time)]  # the rerun plugin keeps no message
                 attempts.extend(these)
-            line = group[-1].line
-            if pytest and line is not None:
-                line += 1  # pytest's xunit1 writes 0-based lines
-            qualified = classname
-            if len(suites) > 1:  # one name in several suites: several tests
-                qualified = bounded("::".join(p for p in (suite, classname) if p), MAX_NAME)
-            result = TestResult(qualified, name, tuple(attempts), file, line, project)
-            for n in range(2, len(taken) + 3):  # ids must be unique in a report; a contrived one may clash
+        line = group[-1].line
+        if pytest and line is not None:
+            line += 1  # pytest's xunit1 writes 0-based lines
+        if (classname, name, file, project) in several_suites:  # one name in several suites: several tests
+            classname = bounded("::".join(p for p in (suite, classname) if p), MAX_NAME)
+        result = TestResult(classname, name, tuple(attempts), file, line, project)
+        if result.id in taken:  # ids must be unique in a report; a contrived one may clash
+            for n in itertools.count(2):
+                result = replace(result, name=bounded(f"{name} ({n})", MAX_NAME))
                 if result.id not in taken:
                     break
-                result = replace(result, name=bounded(f"{name} ({n})", MAX_NAME))
-            taken.add(result.id)
-            results.append(result)
+        taken.add(result.id)
+        results.append(result)
     return results
+
+
+def _defused_expat() -> Any:
+    """defusedxml's expat parser (DTDs, entity declarations and external references refused), driven
+    directly: the SAX layer above it would cost more than the parsing itself."""
+    reader = create_parser(forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    reader.reset()
+    parser = reader._parser  # type: ignore[attr-defined]
+    parser.buffer_text = True
+    parser.buffer_size = 1 << 16
+    parser.ProcessingInstructionHandler = None
+    parser.CharacterDataHandler = None
+    return parser
 
 
 def parse(stream: IO[bytes]) -> Report:
     """Read one JUnit report from a binary stream; raise ReportRefused when it cannot be used."""
-    handler = _Handler()
-    reader = create_parser(forbid_dtd=True, forbid_entities=True, forbid_external=True)
-    reader.setContentHandler(handler)
-    reader.setFeature(xml.sax.handler.feature_external_ges, False)
-    reader.setFeature(xml.sax.handler.feature_external_pes, False)
+    parser = _defused_expat()
+    handler = _Handler(parser)
+    parser.StartElementHandler = handler.start
+    parser.EndElementHandler = handler.end
     digest = hashlib.sha256()
     size = 0
+    collecting = gc.isenabled()
+    gc.disable()  # many small objects, none of them cyclic: the collector would only walk them
     try:
         while chunk := stream.read(CHUNK):
             size += len(chunk)
             if size > MAX_REPORT_BYTES:
                 raise ReportRefused(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
             digest.update(chunk)
-            reader.feed(chunk)
-        reader.close()
+            parser.Parse(chunk, False)
+        if not size:
+            raise ReportRefused("empty: no XML element")
+        parser.Parse(b"", True)
+        results = _merge(handler.entries, pytest=handler.pytest, playwright=handler.playwright)
     except DefusedXmlException as exc:
         reason = f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)"
         raise ReportRefused(reason) from None
-    except xml.sax.SAXParseException as exc:
-        raise ReportRefused(f"not well-formed XML at line {exc.getLineNumber()}: {exc.getMessage()}") from None
-    except xml.sax.SAXException as exc:
+    except ExpatError as exc:
+        raise ReportRefused(f"not well-formed XML at line {exc.lineno}: {errors.messages[exc.code]}") from None
+    except (ValueError, UnicodeError) as exc:
         raise ReportRefused(f"unreadable XML: {bounded(str(exc), 200)}") from None
+    finally:
+        if collecting:
+            gc.enable()
     if handler.root is None:
         raise ReportRefused("empty: no XML element")
     props = handler.props
     return Report(
         digest=digest.hexdigest(),
-        results=_merge(handler.entries, pytest=handler.pytest, playwright=handler.playwright),
+        results=results,
         commit=handler.commit or props.get("commit") or None,
         attempt=handler.attempt if handler.attempt is not None else _int(props.get("attempt")),
         timestamp=handler.timestamp,

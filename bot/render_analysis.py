@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.analysis import Analysis, TestAnalysis
 from bot.markdown import code, plain
-from bot.verdicts import CommitVerdict, TestVerdict
+from bot.verdicts import CommitJudgement, CommitVerdict, TestVerdict
 
 JSON_VERSION = 1
 
@@ -54,6 +54,13 @@ def to_text(analysis: Analysis) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _commit_json(c: CommitJudgement) -> dict[str, Any]:
+    return {
+        "sha": c.commit, "verdict": c.verdict.value, "attempts": c.attempts, "passed": c.passed, "failed": c.failed,
+        "evidence": c.evidence,
+    }
+
+
 def _test_json(t: TestAnalysis) -> dict[str, Any]:
     h, j = t.history, t.judgement
     return {
@@ -71,17 +78,8 @@ def _test_json(t: TestAnalysis) -> dict[str, Any]:
         "runs": j.runs,
         "failed_runs": j.failed_runs,
         "first_failing_commit": j.first_failing_commit,
-        "commits": [
-            {
-                "sha": c.commit,
-                "verdict": c.verdict.value,
-                "attempts": c.attempts,
-                "passed": c.passed,
-                "failed": c.failed,
-                "evidence": c.evidence,
-            }
-            for c in t.commits
-        ],
+        "commits": [_commit_json(c) for c in t.commits],
+        "passing_commits": t.passing_commits,
         "cost": t.cost.as_dict(),
         "evidence": j.evidence,
     }
@@ -108,7 +106,8 @@ def to_json(analysis: Analysis) -> str:
         "total_cost": round(analysis.total_cost, 6),
         "warnings": [{"path": w.path, "message": w.message} for w in analysis.warnings],
     }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    # compact: json's C encoder only runs without indent, and a history's document is large
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 def _per_commit(t: TestAnalysis) -> str:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from itertools import pairwise
+from typing import NamedTuple
 
 from bot.store import Observation, TestHistory
 
@@ -45,6 +46,8 @@ class TestVerdict(StrEnum):
 TestVerdict.__test__ = False  # type: ignore[attr-defined]  # not a pytest test class
 
 
+# enum members looked up once: attribute access on an Enum class is slow on a hot path
+_PASSING, _FLAKY, _FAILING = CommitVerdict.PASSING, CommitVerdict.FLAKY, CommitVerdict.FAILING
 SINGLE_FAIL_POLICIES = (CommitVerdict.UNDETERMINED, CommitVerdict.FAILING, CommitVerdict.FLAKY)
 
 
@@ -56,15 +59,23 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-@dataclass(frozen=True, slots=True)
-class CommitJudgement:
+class CommitJudgement(NamedTuple):
     commit: str
     verdict: CommitVerdict
     attempts: int  # attempts that ran (skipped ones not counted)
     passed: int
     failed: int
     seconds: float
-    evidence: str
+    observations: tuple[Observation, ...]
+    policy: CommitVerdict
+
+    @property
+    def evidence(self) -> str:
+        """Which attempts passed and failed, in one line; made only when shown."""
+        evidence = f"{short(self.commit)}: {_attempt_words(self.observations)}"
+        if self.failed == 1 and not self.passed:
+            evidence += f"; a single failure, no second run of this code (single-fail policy: {self.policy.value})"
+        return evidence
 
 
 def _attempt_words(observations: Sequence[Observation]) -> str:
@@ -93,22 +104,26 @@ def judge_commit(
     policy: CommitVerdict = CommitVerdict.UNDETERMINED,
 ) -> CommitJudgement:
     """One test on one commit in one context, across every attempt and in-report retry."""
-    letters = "".join(o.outcomes for o in observations).replace("S", "")
-    failed = sum(1 for c in letters if c in "FE")
+    letters = "".join([o.outcomes for o in observations])
+    if "S" in letters:
+        letters = letters.replace("S", "")
+    failed = letters.count("F") + letters.count("E")
     passed = len(letters) - failed
-    if failed and passed:
-        verdict = CommitVerdict.FLAKY
+    if not failed:
+        verdict = _PASSING
+    elif passed:
+        verdict = _FLAKY
     elif failed >= 2:
-        verdict = CommitVerdict.FAILING
-    elif failed == 1:
-        verdict = policy
+        verdict = _FAILING
     else:
-        verdict = CommitVerdict.PASSING
-    seconds = sum(o.seconds for o in observations)
-    evidence = f"{short(commit)}: {_attempt_words(observations)}"
-    if failed == 1 and not passed:
-        evidence += f"; a single failure, no second run of this code (single-fail policy: {policy.value})"
-    return CommitJudgement(commit, verdict, len(letters), passed, failed, seconds, evidence)
+        verdict = policy
+    seconds = sum([o.seconds for o in observations])
+    return CommitJudgement(commit, verdict, len(letters), passed, failed, seconds, tuple(observations), policy)
+
+
+def _flaky_on(observations: Sequence[Observation]) -> bool:
+    letters = "".join([o.outcomes for o in observations])
+    return "P" in letters and ("F" in letters or "E" in letters)
 
 
 def by_commit(observations: Sequence[Observation]) -> list[tuple[str, list[Observation]]]:
@@ -129,14 +144,16 @@ def wilson_lower_bound(p: float, n: int, z: float = _Z) -> float:
     return max(0.0, (centre - margin) / denominator)
 
 
-def flip_score(observations: Sequence[Observation]) -> tuple[float, int]:
+def flip_score(
+    observations: Sequence[Observation], groups: Sequence[tuple[str, list[Observation]]] | None = None
+) -> tuple[float, int]:
     """The recency-weighted rate of outcome changes between neighbouring attempts, and their count.
 
     A change between two attempts of one commit weighs 1, across commits 1/3; a commit's weight
     halves every ``HALF_LIFE_COMMITS`` newer commits, so reruns of one commit age together.
     """
     sequence = [(o.commit, c in "FE") for o in observations for c in o.outcomes if c != "S"]
-    commits = {commit: i for i, (commit, _) in enumerate(by_commit(observations))}
+    commits = {commit: i for i, (commit, _) in enumerate(groups if groups is not None else by_commit(observations))}
     newest = len(commits) - 1
     weighted = total = 0.0
     for (commit_a, fail_a), (commit_b, fail_b) in pairwise(sequence):
@@ -163,16 +180,19 @@ class HistoryJudgement:
 
 def in_window(observations: Sequence[Observation], days: int = WINDOW_DAYS) -> list[Observation]:
     """The observations of the last ``days`` days before the newest one; all of them when undated."""
-    dated = [o.started_at for o in observations if o.started_at]
+    dated = {o.started_at for o in observations if o.started_at}
     if not dated:
         return list(observations)
-    since = (_parse_time(max(dated)) - timedelta(days=days)).isoformat()
-    return [o for o in observations if not o.started_at or _parse_time(o.started_at).isoformat() >= since]
+    times = {value: _parse_time(value) for value in dated}
+    since = max(times.values()) - timedelta(days=days)
+    if min(times.values()) >= since:
+        return list(observations)
+    return [o for o in observations if not o.started_at or times[o.started_at] >= since]
 
 
 def _parse_time(value: str) -> datetime:
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.now().astimezone().tzinfo)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None:
@@ -196,17 +216,22 @@ def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None
 
 def judge_history(history: TestHistory) -> HistoryJudgement:
     observations = in_window(history.observations)
-    ran = [o for o in observations if o.outcomes.replace("S", "")]
-    groups = by_commit(ran)
-    letters = "".join(o.outcomes for o in ran).replace("S", "")
+    ran = [o for o in observations if o.outcomes != "S" and o.outcomes.replace("S", "")]
+    letters = "".join([o.outcomes for o in ran]).replace("S", "")
     n = len(letters)
+    if "F" not in letters and "E" not in letters:  # the common case: it never failed
+        commits = len({o.commit for o in ran})
+        counts = f"failed 0 of {len(ran)} runs on {_plural(commits, 'commit')}"
+        if n < MIN_OBSERVATIONS:
+            evidence = f"{_plural(n, 'observation')}, fewer than {MIN_OBSERVATIONS}; {counts}"
+            return HistoryJudgement(TestVerdict.INSUFFICIENT_DATA, 0.0, 0.0, n, len(ran), 0, commits, (), None,
+                                    evidence)
+        evidence = f"{counts}; score 0.000, lower bound 0.000 < {STABLE_BELOW}"
+        return HistoryJudgement(TestVerdict.STABLE, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence)
+    groups = by_commit(ran)
     failed_runs = sum(1 for o in ran if "F" in o.outcomes or "E" in o.outcomes)
-    proof = tuple(
-        commit
-        for commit, obs in groups
-        if judge_commit(commit, obs).verdict is CommitVerdict.FLAKY
-    )
-    score, _ = flip_score(ran)
+    proof = tuple(commit for commit, obs in groups if _flaky_on(obs))
+    score, _ = flip_score(ran, groups)
     lower = wilson_lower_bound(score, n)
     counts = f"failed {failed_runs} of {len(ran)} runs on {_plural(len(groups), 'commit')}"
     numbers = f"score {score:.3f}, lower bound {lower:.3f}"
@@ -272,7 +297,7 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
     recent = [
         o for o in observations if o.started_at and since <= _parse_time(o.started_at) <= now and o.outcomes != "S"
     ]
-    pairs = sum(1 for commit, obs in by_commit(recent) if judge_commit(commit, obs).verdict is CommitVerdict.FLAKY)
+    pairs = sum(1 for _, obs in by_commit(recent) if _flaky_on(obs))
     if not pairs:
         return None
     failed = sum(1 for o in recent if "F" in o.outcomes or "E" in o.outcomes)

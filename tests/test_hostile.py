@@ -247,7 +247,8 @@ def test_analyze_warns_for_each_refused_file_and_still_judges_the_rest(
     commits = {t["id"]: [c["verdict"] for c in t["commits"]] for t in doc["tests"]}
     good = [i for i in commits if i.startswith("tests.test_planted::")]
     assert len(good) == 9
-    assert commits["tests.test_planted::test_stable_pass"] == ["passing"]
+    assert commits["tests.test_planted::test_stable_pass"] == []  # passing commits are counted, not listed
+    assert {t["id"]: t["passing_commits"] for t in doc["tests"]}["tests.test_planted::test_stable_pass"] == 1
     assert commits["tests.test_planted::test_always_fail"] == ["undetermined"]  # one failure, no rerun yet
     assert sum(1 for i in commits if i.startswith("tests.evil::")) == 3
     assert code == 1  # failures were read (test_always_fail, the injection tests)

@@ -79,8 +79,8 @@ def test_contexts_are_kept_apart(store: Store) -> None:
     store.ingest(report(result("test_a", P)), run("c1", os="ubuntu-latest"))
     histories = store.history("acme/widgets")
     assert len(histories) == 2
-    for h in histories:
-        assert judge(h, CommitVerdict.UNDETERMINED, Rates()).commits[0].verdict is not CommitVerdict.FLAKY
+    verdicts = [c.verdict for h in histories for c in judge(h, CommitVerdict.UNDETERMINED, Rates()).commits]
+    assert verdicts == [CommitVerdict.UNDETERMINED]  # Windows failed once; Linux passed: not flaky
 
 
 def test_repositories_are_kept_apart(store: Store) -> None:
