@@ -126,12 +126,18 @@ class ReportRefused(Exception):
 
 
 def first_line(text: str | None, limit: int = MAX_MESSAGE) -> str:
+    """The first non-blank line, stripped and bounded (without splitting the whole text)."""
     if not text:
         return ""
-    for line in text.splitlines():
-        line = line.strip()
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start)
+        if end < 0:
+            end = size
+        line = text[start:end].strip()
         if line:
             return line if len(line) <= limit else line[: limit - 1] + "…"
+        start = end + 1
     return ""
 
 
@@ -315,7 +321,9 @@ class _Handler:
     def _end_child(self, entry: _Entry, tag: str) -> None:
         text = "".join(self.text)
         if tag == "system-out":
-            entry.system_out = text
+            # only ever used as the message of a failure that has none (libtest writes the panic here)
+            panic = next((ln for ln in text.splitlines() if "panicked" in ln), "") if "panicked" in text else ""
+            entry.system_out = first_line(panic or text)
             return
         if tag == "skipped":
             if entry.final is Outcome.PASSED:
@@ -343,8 +351,7 @@ def _attempts(entry: _Entry) -> list[Attempt]:
             # <failure> and <error> together: one run that failed, then errored in its teardown.
             failures = [(Outcome.ERROR, failures[0][1])]
         if not failures[0][1] and entry.system_out:
-            panic = next((ln for ln in entry.system_out.splitlines() if "panicked" in ln), "")
-            failures[0] = (failures[0][0], first_line(panic or entry.system_out))
+            failures[0] = (failures[0][0], entry.system_out)
         if not entry.reruns:  # the rerun elements, when written, already stand for the "Retry #N" sections
             failures += [failures[0]] * entry.playwright_retries
         share = entry.time / len(failures)  # the testcase's one time covers every attempt it stands for
