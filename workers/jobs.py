@@ -8,6 +8,7 @@ a job forked per task does not mint a new one.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 _settings: Settings | None = None
 _store: Store | None = None
 _redis: redis.Redis | None = None
+_pid = os.getpid()
 PortFactory = Callable[[Settings, redis.Redis, int], GitHubPort]
 # Publishing (check run, PR comments) is serialised per repository, so two workers racing on one
 # commit edit the same comment instead of each posting one.
@@ -52,9 +54,15 @@ def configure(
 
 
 def _context() -> tuple[Settings, Store, redis.Redis]:
+    global _pid
     if _settings is None or _store is None or _redis is None:
         configure(Settings.from_env())
     assert _settings is not None and _store is not None and _redis is not None
+    if _pid != os.getpid():
+        # rq forks a process per job: its database connections are the parent's, so leave them to the
+        # parent (SQLAlchemy's advice for forks) and open this process's own
+        _store.engine.dispose(close=False)
+        _pid = os.getpid()
     return _settings, _store, _redis
 
 
