@@ -383,9 +383,11 @@ def conclude_failed(store: Store, gh: Port, *, repo: str, run_id: int, attempt: 
                                 output=failed_output(reason))
         except Exception:  # the job has failed already; say why in the log, not with a second traceback
             log.exception("could not conclude the check run", extra={"repo": repo, "check_run_id": check_run_id})
-        else:
+        else:  # what was said before no longer stands; the annotations already posted still do
+            known = rec.check_run_of(store, repo_pk, head_sha, run_id, attempt)
+            sent = known.annotations_sent if known else frozenset()
             rec.remember_check_run(store, repo_pk, head_sha, run_id, attempt,
-                                   rec.CheckRunRecord(check_run_id, None, frozenset()))
+                                   rec.CheckRunRecord(check_run_id, None, sent))
 
 
 def _collect_run(

@@ -27,7 +27,7 @@ from bot.render_github import MARKER
 from bot.settings import Settings
 from bot.store import Store
 from bot.web import create_app
-from tests.github_fake import SHA, FakeGitHub, FakeRun
+from tests.github_fake import SHA, FakeGitHub, FakeRun, zip_of
 from workers import jobs
 
 SECRET = "It's a Secret to Everybody"
@@ -46,17 +46,6 @@ def junit(**outcomes: str) -> bytes:
             f' line="41" time="0.8">{body if outcome == "fail" else ""}</testcase>'
         )
     return f'<testsuite name="pytest" tests="{len(cases)}">{"".join(cases)}</testsuite>'.encode()
-
-
-def zipped(files: dict[str, bytes]) -> bytes:
-    import io
-    import zipfile
-
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, content in files.items():
-            archive.writestr(name, content)
-    return buffer.getvalue()
 
 
 class App:
@@ -158,14 +147,14 @@ def flaketally_checks(github: FakeGitHub) -> list[int]:
 def pull_request_run(github: FakeGitHub, first: bytes) -> FakeRun:
     run = github.add_run("acme/widgets", head_sha=SHA, pull_requests=[PR], conclusion="failure")
     github.add_job(run, attempt=1, name="test (3.11)", conclusion="failure")
-    github.add_artifact(run, "junit-results", zipped({"reports/junit.xml": first}), attempt=1)
+    github.add_artifact(run, "junit-results", zip_of({"reports/junit.xml": first}), attempt=1)
     return run
 
 
 def rerun(github: FakeGitHub, run: FakeRun, second: bytes) -> None:
     github.add_attempt(run, conclusion="success")
     github.add_job(run, attempt=2, name="test (3.11)", conclusion="success")
-    github.add_artifact(run, "junit-results", zipped({"reports/junit.xml": second}), attempt=2)
+    github.add_artifact(run, "junit-results", zip_of({"reports/junit.xml": second}), attempt=2)
 
 
 def test_a_failure_that_passes_on_the_rerun_is_flaky_in_the_same_comment(app: App, github: FakeGitHub) -> None:
@@ -271,7 +260,7 @@ def test_injected_names_render_inert(app: App, github: FakeGitHub) -> None:
 def test_expired_artifacts_are_named_in_the_check_run(app: App, github: FakeGitHub) -> None:
     run = github.add_run("acme/widgets", head_sha=SHA, pull_requests=[PR])
     github.add_job(run, attempt=1, name="test (3.11)")
-    github.add_artifact(run, "junit-old", zipped({"junit.xml": junit(t="pass")}), attempt=1, expired=True)
+    github.add_artifact(run, "junit-old", zip_of({"junit.xml": junit(t="pass")}), attempt=1, expired=True)
     app.deliver(run, 1)
     app.work()
     check = github.check_runs[flaketally_checks(github)[0]]
@@ -308,7 +297,7 @@ def test_a_deleted_installation_is_no_longer_processed(app: App, github: FakeGit
 def test_a_fork_pull_request_is_found_through_the_commit(app: App, github: FakeGitHub) -> None:
     run = github.add_run("acme/widgets", head_sha=SHA, pull_requests=[], head_repo="someone/widgets")
     github.add_job(run, attempt=1, name="test (3.11)", conclusion="failure")
-    github.add_artifact(run, "junit-results", zipped({"junit.xml": junit(test_apply_coupon="fail")}), attempt=1)
+    github.add_artifact(run, "junit-results", zip_of({"junit.xml": junit(test_apply_coupon="fail")}), attempt=1)
     github.add_pull("acme/widgets", SHA, 12)
     app.deliver(run, 1)
     app.work()
@@ -323,7 +312,7 @@ def test_the_comment_says_so_when_the_failures_are_gone(app: App, github: FakeGi
     fixed = "ad1e5d0c5e9d7b1a2f4e6c8d0b2a4c6e8f0a2b4c"
     push = github.add_run("acme/widgets", head_sha=fixed, pull_requests=[PR], conclusion="success")
     github.add_job(push, attempt=1, name="test (3.11)")
-    github.add_artifact(push, "junit-results", zipped({"junit.xml": junit(test_apply_coupon="pass")}), attempt=1)
+    github.add_artifact(push, "junit-results", zip_of({"junit.xml": junit(test_apply_coupon="pass")}), attempt=1)
     app.deliver(push, 1)
     app.work()
     (comment,) = github.comments_on("acme/widgets", PR)
@@ -335,7 +324,7 @@ def test_known_flaky_history_is_said_and_the_gate_is_neutral(app: App, github: F
     earlier = "0bd1e5d0c5e9d7b1a2f4e6c8d0b2a4c6e8f0a2b4"
     main = github.add_run("acme/widgets", head_sha=earlier, event="push", conclusion="failure")
     github.add_job(main, attempt=1, name="test (3.11)", conclusion="failure")
-    github.add_artifact(main, "junit-results", zipped({"junit.xml": junit(test_apply_coupon="fail")}), attempt=1)
+    github.add_artifact(main, "junit-results", zip_of({"junit.xml": junit(test_apply_coupon="fail")}), attempt=1)
     rerun(github, main, junit(test_apply_coupon="pass"))
     app.deliver(main, 2)  # collects attempt 1 too
     app.work()

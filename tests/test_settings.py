@@ -6,18 +6,14 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.settings import MIB, Settings, SettingsError
+from tests.github_fake import private_key_pem
 
 
 @pytest.fixture(scope="module")
 def pem() -> str:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
-    ).decode()
+    return private_key_pem()
 
 
 @pytest.fixture
