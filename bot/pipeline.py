@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Protocol
 
-from bot.artifacts import ArchiveLimits, ArchiveRefused, ArchiveWarning, junit_members
+from bot.artifacts import ArchiveLimits, ArchiveRefused, ArchiveWarning, junit_members, matches_patterns
 from bot.cost import Rates
 from bot.findings import CommitReport, build
 from bot.github import (
@@ -155,19 +155,13 @@ def collect_attempt(
     for artifact in artifacts:
         if artifact.id in stored or attempt_of_artifact(artifact, attempts) != run.run_attempt:
             continue
-        if options.artifact_patterns and not any(
-            re.fullmatch(_glob(p), artifact.name) for p in options.artifact_patterns
-        ):
+        if not matches_patterns(artifact.name, options.artifact_patterns):
             continue
         if artifact.expired:
             collected.problems.append(f"artifact {artifact.name!r} of attempt {run.run_attempt} has expired")
             continue
         _ingest_artifact(store, gh, repo=repo, installation_id=installation_id, run=run, artifact=artifact,
                          jobs=jobs, options=options, collected=collected)
-
-
-def _glob(pattern: str) -> str:
-    return re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
 
 
 def _ingest_artifact(

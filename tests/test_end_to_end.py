@@ -387,3 +387,18 @@ def test_worker_jobs_show_in_metrics(app: App, github: FakeGitHub) -> None:
     assert 'flaketally_job_duration_seconds_count{function="process_workflow_run"} 1.0' in text
     assert 'flaketally_github_calls_total{status="200"}' in text
     assert 'flaketally_deliveries_total{event="workflow_run",outcome="enqueued"} 1.0' in text
+
+
+def test_artifacts_are_attributed_to_their_attempt_by_name(app: App, github: FakeGitHub) -> None:
+    run = github.add_run("acme/widgets", head_sha=SHA, pull_requests=[PR], attempts=2)
+    github.add_job(run, attempt=1, name="test (3.11)", conclusion="failure")
+    github.add_job(run, attempt=2, name="test (3.11)")
+    # both uploaded late (created during attempt 2), but the names say which attempt wrote them
+    github.add_artifact(run, "junit-attempt-1", zip_of({"j.xml": junit(test_apply_coupon="fail")}), attempt=2)
+    github.add_artifact(run, "junit-attempt-2", zip_of({"j.xml": junit(test_apply_coupon="pass")}), attempt=2)
+    github.add_artifact(run, "coverage", zip_of({"coverage.xml": b"<coverage/>"}), attempt=2)  # no JUnit: ignored
+    app.deliver(run, 2)
+    app.work()
+    (comment,) = github.comments_on("acme/widgets", PR)
+    assert "**flaky**" in comment.body
+    assert "failed on attempt 1 of run" in comment.body and "passed on attempt 2 of run" in comment.body
