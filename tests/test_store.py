@@ -95,3 +95,16 @@ def test_migrations_run_once(store_url: str) -> None:
     again = Store.open(store_url)
     assert again.counts()["reports"] == 0
     again.close()
+
+
+def test_schema_head_is_the_newest_migration(store: Store) -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from bot.store import SCHEMA_HEAD
+
+    config = Config()
+    config.set_main_option("script_location", "bot.store:migrations")
+    assert ScriptDirectory.from_config(config).get_current_head() == SCHEMA_HEAD
+    with store.engine.connect() as conn:
+        assert Store.schema_version(conn) == SCHEMA_HEAD
