@@ -127,8 +127,7 @@ def context_for(artifact_name: str, jobs: Sequence[Job], workflow_path: str | No
 
 @dataclass(slots=True)
 class Collected:
-    reports: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what could not be judged, named in the check run
 
 
 def collect_attempt(
@@ -207,7 +206,6 @@ def _ingest_artifact(
                     installation_id=installation_id,
                 )
                 store.ingest(report, identity)
-                collected.reports += 1
         except ArchiveRefused as exc:
             collected.problems.append(f"artifact {artifact.name!r} refused: {exc}")
         collected.problems.extend(f"{artifact.name}/{w.member}: {w.detail or w.reason}" for w in warnings)
