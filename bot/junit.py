@@ -237,16 +237,25 @@ class _Handler:
                 raise ReportRefused(f"not a JUnit report (root element <{bounded(tag, 40)}>)")
             self.root = tag
             self.playwright = tag == "testsuites" and attrs.get("id") is not None
-        if self.entry is not None:
+        entry = self.entry
+        if entry is not None:
             if self.child is None and tag in _CAPTURED:
                 self.child = tag
-                self.child_message = attrs.get("message", "")
+                message = self.child_message = attrs.get("message", "")
                 self.child_time = attrs.get("time", "")
                 self.text = []
                 self.text_len = 0
                 self.retry_tail = ""
                 self.retries_seen = 0
-                self.parser.CharacterDataHandler = self.characters
+                # Text is read only where it is used: a failure's first line when it has no message,
+                # Playwright's "Retry #N" sections, and the output of a failure that has no message
+                # (libtest writes its panic there, after the failure).
+                if tag == "system-out":
+                    wanted = entry.failures is not None and not entry.failures[0].message
+                else:
+                    wanted = tag in _TEXT_OF and (not message or (self.playwright and tag == "failure"))
+                if wanted:
+                    self.parser.CharacterDataHandler = self.characters
         elif tag == "testsuite":
             self._start_suite(attrs)
         elif tag == "properties":
