@@ -208,6 +208,8 @@ class _Handler:
         self.pytest = False
         self.entries: list[_Entry] = []
         self.suites: list[tuple[str, str]] = []  # (name, hostname) of each open <testsuite>
+        self.suite: tuple[str, str] = ("", "")  # the innermost open one
+        self.suite_names: set[str] = set()
         self.unnamed = 0
         self.entry: _Entry | None = None
         self.child: str | None = None
@@ -266,7 +268,9 @@ class _Handler:
                 self.props[name] = bounded(attrs.get("value", ""), 200)
 
     def _start_suite(self, attrs: dict[str, str]) -> None:
-        self.suites.append((_bounded_name(attrs.get("name", "")), attrs.get("hostname", "")))
+        self.suite = (_bounded_name(attrs.get("name", "")), attrs.get("hostname", ""))
+        self.suites.append(self.suite)
+        self.suite_names.add(self.suite[0])
         if attrs.get("name") == "pytest":
             self.pytest = True
         if self.commit is None and attrs.get("commit"):
@@ -280,20 +284,23 @@ class _Handler:
         if len(self.entries) >= MAX_TESTCASES:
             raise ReportRefused(f"more than {MAX_TESTCASES} testcases")
         get = attrs.get
-        file = get("file") or None
+        classname = get("classname", "")
+        if len(classname) > MAX_NAME:
+            classname = bounded(classname, MAX_NAME)
         name = get("name", "")
-        if not name.strip():
+        if not name or name.isspace():
             self.unnamed += 1
             name = f"(unnamed testcase {self.unnamed})"
-        suite, hostname = self.suites[-1] if self.suites else ("", "")
+        elif len(name) > MAX_NAME:
+            name = bounded(name, MAX_NAME)
+        file = get("file") or None
+        if file and len(file) > MAX_NAME:
+            file = bounded(file, MAX_NAME)
         line = get("line")
+        time = get("time")
+        suite, hostname = self.suite
         entry = _Entry(
-            _bounded_name(get("classname", "")),
-            _bounded_name(name),
-            _bounded_name(file) if file else None,
-            _int(line) if line is not None else None,
-            _float(get("time")),
-            suite,
+            classname, name, file, _int(line) if line is not None else None, _float(time) if time else 0.0, suite,
             hostname,
         )
         status = get("status")
@@ -324,6 +331,7 @@ class _Handler:
                 self.child = None
         elif tag == "testsuite" and self.suites:
             self.suites.pop()
+            self.suite = self.suites[-1] if self.suites else ("", "")
         elif tag == "properties":
             self.in_properties = False
 
@@ -374,40 +382,46 @@ def _attempts(entry: _Entry) -> list[Attempt]:
     return attempts
 
 
-def _merge(entries: Iterable[_Entry], *, pytest: bool, playwright: bool) -> list[TestResult]:
+def _merge(entries: Iterable[_Entry], *, pytest: bool, playwright: bool, one_suite: bool) -> list[TestResult]:
     """One result per test: entries repeated in one suite are the attempts of one test."""
-    Key = tuple[str, str, str | None, str | None]
     groups: dict[tuple[str, str, str | None, str | None, str], list[_Entry]] = {}
-    first_suite: dict[Key, str] = {}
-    several_suites: set[Key] = set()
     for entry in entries:
-        base: Key = (entry.classname, entry.name, entry.file, (entry.suite_hostname or None) if playwright else None)
-        full = (*base, entry.suite)
+        full = (entry.classname, entry.name, entry.file, (entry.suite_hostname or None) if playwright else None,
+                entry.suite)
         group = groups.get(full)
         if group is None:
             groups[full] = [entry]
-            if first_suite.setdefault(base, entry.suite) != entry.suite:
-                several_suites.add(base)
         else:
             group.append(entry)
+    several_suites: set[tuple[str, str, str | None, str | None]] = set()
+    if not one_suite:
+        suite_of: dict[tuple[str, str, str | None, str | None], str] = {}
+        for classname, name, file, project, suite in groups:
+            if suite_of.setdefault((classname, name, file, project), suite) != suite:
+                several_suites.add((classname, name, file, project))
     results = []
     taken: set[str] = set()
     for (classname, name, file, project, suite), group in groups.items():
+        entry = group[-1]
         if len(group) == 1:
-            attempts = _attempts(group[0])
+            if entry.earlier is None and entry.failures is None and entry.reruns is None:
+                attempts: tuple[Attempt, ...] = (Attempt(entry.final, entry.time),)
+            else:
+                attempts = tuple(_attempts(entry))
         else:
-            attempts = []
-            for index, entry in enumerate(group):
-                these = _attempts(entry)
+            merged: list[Attempt] = []
+            for index, one in enumerate(group):
+                these = _attempts(one)
                 if pytest and index < len(group) - 1 and not any(a.outcome.is_failure for a in these):
-                    these = [Attempt(Outcome.FAILED, entry.time)]  # the rerun plugin keeps no message
-                attempts.extend(these)
-        line = group[-1].line
+                    these = [Attempt(Outcome.FAILED, one.time)]  # the rerun plugin keeps no message
+                merged.extend(these)
+            attempts = tuple(merged)
+        line = entry.line
         if pytest and line is not None:
             line += 1  # pytest's xunit1 writes 0-based lines
-        if (classname, name, file, project) in several_suites:  # one name in several suites: several tests
+        if several_suites and (classname, name, file, project) in several_suites:  # several tests
             classname = bounded("::".join(p for p in (suite, classname) if p), MAX_NAME)
-        result = TestResult(classname, name, tuple(attempts), file, line, project)
+        result = TestResult(classname, name, attempts, file, line, project)
         if result.id in taken:  # ids must be unique in a report; a contrived one may clash
             for n in itertools.count(2):
                 result = replace(result, name=bounded(f"{name} ({n})", MAX_NAME))
@@ -451,7 +465,8 @@ def parse(stream: IO[bytes]) -> Report:
         if not size:
             raise ReportRefused("empty: no XML element")
         parser.Parse(b"", True)
-        results = _merge(handler.entries, pytest=handler.pytest, playwright=handler.playwright)
+        results = _merge(handler.entries, pytest=handler.pytest, playwright=handler.playwright,
+                         one_suite=len(handler.suite_names) <= 1)
     except DefusedXmlException as exc:
         reason = f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)"
         raise ReportRefused(reason) from None
