@@ -144,7 +144,7 @@ def collect_attempt(
     collected: Collected,
 ) -> None:
     """Download this attempt's JUnit artifacts that are not stored yet and ingest their reports."""
-    jobs = gh.list_jobs(repo, run.id, run.run_attempt)
+    jobs = gh.list_jobs(repo, run.id, run.run_attempt) or _jobs_of_other_attempts(store, repo_pk, run.id)
     rec.record_jobs(store, repo_pk, [
         rec.JobRecord(j.id, run.id, j.run_attempt, j.name, j.conclusion, j.started_at, j.completed_at, j.labels,
                       j.html_url)
@@ -161,6 +161,16 @@ def collect_attempt(
             continue
         _ingest_artifact(store, gh, repo=repo, installation_id=installation_id, run=run, artifact=artifact,
                          jobs=jobs, options=options, collected=collected)
+
+
+def _jobs_of_other_attempts(store: Store, repo_pk: int, run_id: int) -> list[Job]:
+    """When GitHub lists no job for an attempt, the run's jobs seen on other attempts name the contexts,
+    so that both attempts of one job stay one context."""
+    return [
+        Job(j.id, j.name, j.attempt, "completed", j.conclusion, j.started_at, j.completed_at, j.labels, None,
+            j.html_url)
+        for j in rec.jobs_of(store, repo_pk, run_id)
+    ]
 
 
 def _ingest_artifact(

@@ -402,3 +402,16 @@ def test_artifacts_are_attributed_to_their_attempt_by_name(app: App, github: Fak
     (comment,) = github.comments_on("acme/widgets", PR)
     assert "**flaky**" in comment.body
     assert "failed on attempt 1 of run" in comment.body and "passed on attempt 2 of run" in comment.body
+
+
+def test_an_attempt_listing_no_jobs_keeps_the_context_of_the_run(app: App, github: FakeGitHub) -> None:
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    app.deliver(run, 1)
+    app.work()
+    github.add_attempt(run, conclusion="success")  # GitHub lists no job for this attempt
+    github.add_artifact(run, "junit-results", zip_of({"reports/junit.xml": junit(test_apply_coupon="pass")}),
+                        attempt=2)
+    app.deliver(run, 2)
+    app.work()
+    (comment,) = github.comments_on("acme/widgets", PR)
+    assert "**flaky**" in comment.body  # one context: test (3.11), not the artifact's name

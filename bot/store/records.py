@@ -141,6 +141,20 @@ def record_jobs(store: Store, repo_pk: int, records: Iterable[JobRecord]) -> Non
         _upsert(store, jobs, values, ["id"])
 
 
+def jobs_of(store: Store, repo_pk: int, run_id: int) -> list[JobRecord]:
+    """The jobs stored for a run, every attempt, newest attempt first (one per name)."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(jobs).where(jobs.c.repo_id == repo_pk, jobs.c.run_id == run_id)
+            .order_by(jobs.c.attempt.desc(), jobs.c.id)
+        ).all()
+    found: dict[str, JobRecord] = {}
+    for r in rows:
+        found.setdefault(r.name, JobRecord(int(r.id), int(r.run_id), int(r.attempt), r.name, r.conclusion,
+                                           r.started_at, r.completed_at, tuple(json.loads(r.labels)), r.html_url))
+    return list(found.values())
+
+
 def stored_artifacts(store: Store, repo_pk: int, run_id: int) -> set[int]:
     with store.engine.connect() as conn:
         rows = conn.execute(
