@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import IO, Protocol
 
 from bot.artifacts import ArchiveLimits, ArchiveRefused, ArchiveWarning, junit_members, matches_patterns
@@ -39,7 +39,7 @@ from bot.junit import ReportRefused, parse
 from bot.render_github import CHECK_NAME, MARKER, check_output, cleared_body, comment_body, failed_output
 from bot.store import Store
 from bot.store import records as rec
-from bot.verdicts import CommitVerdict
+from bot.verdicts import WINDOW_DAYS, CommitVerdict
 
 log = logging.getLogger(__name__)
 
@@ -228,8 +228,10 @@ def judge_commit_report(
     previously = frozenset(rec.known_flaky_keys(store, repo_pk))
     wanted = rec.tests_on_commit(store, repo_pk, head_sha) | {t for t, _ in previously}
     reports, results = rec.commit_summary(store, repo_pk, head_sha)
+    # GitHub's times read "2026-12-01T10:00:00Z": in that form the window is a string comparison
+    since = (now - timedelta(days=WINDOW_DAYS)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return build(
-        repo, head_sha, store.history(repo, wanted), policy=options.policy, rates=options.rates, now=now,
+        repo, head_sha, store.history(repo, wanted, since), policy=options.policy, rates=options.rates, now=now,
         previously_known=previously, tests_seen=results, reports=reports, problems=problems,
     )
 

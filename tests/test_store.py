@@ -108,3 +108,11 @@ def test_schema_head_is_the_newest_migration(store: Store) -> None:
     assert ScriptDirectory.from_config(config).get_current_head() == SCHEMA_HEAD
     with store.engine.connect() as conn:
         assert Store.schema_version(conn) == SCHEMA_HEAD
+
+
+def test_history_since_leaves_out_older_reports(store: Store) -> None:
+    store.ingest(report(result("test_a", F)), run("old", started_at="2026-10-01T10:00:00Z"))
+    store.ingest(report(result("test_a", P)), run("new", started_at="2026-11-30T10:00:00Z"))
+    store.ingest(report(result("test_a", P), digest="undated"), run("local"))
+    (history,) = store.history("acme/widgets", since="2026-11-01T10:00:00Z")
+    assert [o.commit for o in history.observations] == ["local", "new"]  # undated reports sort first

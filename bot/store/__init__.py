@@ -231,8 +231,12 @@ class Store:
 
     # reading
 
-    def history(self, repo: str, test_ids: Iterable[str] | None = None) -> list[TestHistory]:
-        """Every stored observation of the repository's tests (or of the named ones), per test and context.
+    def history(
+        self, repo: str, test_ids: Iterable[str] | None = None, since: str | None = None
+    ) -> list[TestHistory]:
+        """Every stored observation of the repository's tests (or of the named ones), per test and context;
+        with ``since`` (an ISO time in the stored form), only reports that started then or later, and
+        undated ones.
 
         Reports are ordered by when they ran (``started_at``, then ``run_index``), then by commit and
         attempt, so the result does not depend on the order in which files were read.
@@ -249,13 +253,15 @@ class Store:
                 ).where(tests.c.repo_id == repo_pk)
             ).all()
             info = {row.id: row for row in test_rows if wanted is None or row.test_id in wanted}
+            started = reports.c.started_at
+            recent = sa.true() if since is None else sa.or_(started.is_(None), started >= since)
             context_keys = {int(i): str(k) for i, k in conn.execute(sa.select(contexts.c.id, contexts.c.key))}
             report_rows = list(conn.execute(
                 sa.select(
                     reports.c.id, reports.c.context_id, reports.c.commit_sha, reports.c.attempt,
                     reports.c.run_id, reports.c.run_index, reports.c.started_at, reports.c.digest,
                     reports.c.passed_ids, reports.c.passed_ms, reports.c.skipped_ids,
-                ).where(reports.c.repo_id == repo_pk)
+                ).where(reports.c.repo_id == repo_pk, recent)
             ))
             kept_rows = conn.execute(
                 sa.select(
@@ -263,7 +269,7 @@ class Store:
                     observations.c.message,
                 )
                 .join(reports, reports.c.id == observations.c.report_id)
-                .where(reports.c.repo_id == repo_pk)
+                .where(reports.c.repo_id == repo_pk, recent)
             ).all()
         report_rows.sort(
             key=lambda r: (r.started_at or "", r.run_index or 0, r.commit_sha, r.attempt, r.digest, r.id)
