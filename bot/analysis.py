@@ -17,7 +17,7 @@ from typing import Any
 from bot.cost import Cost, Rates, cost_of
 from bot.identity import ExecutionContext
 from bot.junit import ReportRefused, parse
-from bot.local import Warning, identify, report_files
+from bot.local import FileWarning, identify, report_files
 from bot.store import Store, TestHistory
 from bot.verdicts import (
     CommitJudgement,
@@ -58,7 +58,7 @@ class Analysis:
     policy: CommitVerdict
     rates: Rates
     tests: list[TestAnalysis] = field(default_factory=list)
-    warnings: list[Warning] = field(default_factory=list)
+    warnings: list[FileWarning] = field(default_factory=list)
     files: int = 0
     refused: int = 0
     new_reports: int = 0
@@ -100,7 +100,7 @@ class _Read:
     """What reading and storing one file gave: small, so it crosses a process boundary cheaply."""
 
     path: str
-    warnings: list[Warning]
+    warnings: list[FileWarning]
     ids: set[str]
     refused: bool = False
     new: bool = False
@@ -112,9 +112,9 @@ def read_and_store(store: Store, path: Path, repo: str, write_lock: AbstractCont
         with path.open("rb") as stream:
             report = parse(stream)
     except ReportRefused as exc:
-        return _Read(str(path), [Warning(str(path), str(exc))], set(), refused=True)
+        return _Read(str(path), [FileWarning(str(path), str(exc))], set(), refused=True)
     except OSError as exc:
-        return _Read(str(path), [Warning(str(path), f"cannot be read: {exc.strerror or exc}")], set(), refused=True)
+        return _Read(str(path), [FileWarning(str(path), f"cannot be read: {exc.strerror or exc}")], set(), refused=True)
     run, problems = identify(path, report, repo)
     with write_lock or nullcontext():
         new = store.ingest(report, run)

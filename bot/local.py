@@ -15,12 +15,14 @@ META = "meta.json"
 
 
 @dataclass(frozen=True, slots=True)
-class Warning:
+class FileWarning:
+    """A problem with one input file, named in the output; the rest of the run goes on."""
+
     path: str
     message: str
 
 
-def report_files(paths: Iterable[str]) -> tuple[list[Path], list[Warning]]:
+def report_files(paths: Iterable[str]) -> tuple[list[Path], list[FileWarning]]:
     """Files named on the command line as they are; directories searched for ``*.xml``."""
     found: set[Path] = set()
     warnings = []
@@ -31,7 +33,7 @@ def report_files(paths: Iterable[str]) -> tuple[list[Path], list[Warning]]:
         elif path.is_file():
             found.add(path)
         else:
-            warnings.append(Warning(name, "no such file or directory"))
+            warnings.append(FileWarning(name, "no such file or directory"))
     return sorted(found), warnings
 
 
@@ -58,11 +60,11 @@ def _meta(path: Path) -> tuple[dict[str, object], str | None]:
     return (value, None) if isinstance(value, dict) else ({}, f"{meta_path}: not a JSON object; ignored")
 
 
-def identify(path: Path, report: Report, repo: str) -> tuple[RunIdentity, list[Warning]]:
+def identify(path: Path, report: Report, repo: str) -> tuple[RunIdentity, list[FileWarning]]:
     """Run identity, in order: the report's own ``commit``/``attempt`` (attributes or properties),
     a ``meta.json`` beside it, otherwise the report is its own commit, attempt 1, with a warning."""
     meta, problem = _meta(path)
-    warnings = [Warning(str(path), problem)] if problem else []
+    warnings = [FileWarning(str(path), problem)] if problem else []
     commit = report.commit or (str(meta["commit"]) if meta.get("commit") else None)
     attempt = report.attempt
     if attempt is None and isinstance(meta.get("attempt"), int):
@@ -70,11 +72,11 @@ def identify(path: Path, report: Report, repo: str) -> tuple[RunIdentity, list[W
     if commit is None:
         commit = f"local-{report.digest[:12]}"
         warnings.append(
-            Warning(str(path), f"no commit in the report or a {META} beside it: judged alone as commit {commit}")
+            FileWarning(str(path), f"no commit in the report or a {META} beside it: judged alone as commit {commit}")
         )
     if attempt is None or attempt < 1:
         attempt = 1
-        warnings.append(Warning(str(path), f"no attempt in the report or a {META} beside it: taken as attempt 1"))
+        warnings.append(FileWarning(str(path), f"no attempt in the report or a {META} beside it: taken as attempt 1"))
     run_index = meta.get("run_index")
     context = ExecutionContext(
         job=str(meta.get("runner") or ""),
