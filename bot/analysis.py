@@ -146,7 +146,8 @@ def _read_all(store: Store, files: Sequence[Path], repo: str, progress: Progress
     processes = min(os.cpu_count() or 1, 4)
     url = store.engine.url
     shareable = url.get_backend_name() != "sqlite" or url.database not in (None, "", ":memory:")
-    if processes < 2 or len(files) < PARALLEL_FROM or not shareable:
+    forkable = "fork" in multiprocessing.get_all_start_methods()
+    if processes < 2 or len(files) < PARALLEL_FROM or not shareable or not forkable:
         for index, path in enumerate(files, 1):
             if progress:
                 progress(index, len(files), str(path))
