@@ -47,6 +47,9 @@ class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     queue_name: str = DEFAULT_QUEUE
     max_body_bytes: int = 25 * MIB
+    # fnmatch patterns of the artifacts to read (FLAKETALLY_ARTIFACTS, comma-separated); none: every
+    # artifact whose zip holds JUnit XML
+    artifact_patterns: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # never print the key or the secret
         return (
@@ -71,7 +74,18 @@ class Settings:
             redis_url=_redis_url(environ),
             database_url=_non_empty(environ, "DATABASE_URL", DEFAULT_DATABASE_URL),
             queue_name=_queue_name(environ),
+            artifact_patterns=_artifact_patterns(environ),
         )
+
+
+def _artifact_patterns(environ: Mapping[str, str]) -> tuple[str, ...]:
+    raw = _get(environ, "FLAKETALLY_ARTIFACTS")
+    if raw is None:
+        return ()
+    patterns = tuple(p.strip() for p in raw.split(",") if p.strip())
+    if not patterns or any(len(p) > 200 for p in patterns):
+        raise SettingsError(f"FLAKETALLY_ARTIFACTS must be comma-separated artifact name patterns, not {raw!r}")
+    return patterns
 
 
 def _get(environ: Mapping[str, str], name: str) -> str | None:

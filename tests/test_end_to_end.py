@@ -8,6 +8,7 @@ and read the diff before committing it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -415,3 +416,18 @@ def test_an_attempt_listing_no_jobs_keeps_the_context_of_the_run(app: App, githu
     app.work()
     (comment,) = github.comments_on("acme/widgets", PR)
     assert "**flaky**" in comment.body  # one context: test (3.11), not the artifact's name
+
+
+def test_artifact_name_patterns_choose_what_is_read(app: App, github: FakeGitHub) -> None:
+    jobs.configure(
+        dataclasses.replace(app.settings, artifact_patterns=("junit-*",)), store=app.store, connection=app.redis,
+        port_factory=lambda _s, connection, installation: github.port(installation_id=installation),
+    )
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))  # "junit-results": read
+    e2e = github.add_artifact(run, "e2e-reports", zip_of({"e2e.xml": junit(test_checkout_e2e="fail")}), attempt=1)
+    app.deliver(run, 1)
+    app.work()
+    (comment,) = github.comments_on("acme/widgets", PR)
+    assert "test_apply_coupon" in comment.body and "test_checkout_e2e" not in comment.body
+    downloads = [c.path for c in github.calls("download_artifact")]
+    assert len(downloads) == 1 and f"/{e2e.id}/" not in downloads[0]  # never downloaded

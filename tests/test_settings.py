@@ -156,3 +156,11 @@ def test_the_environment_is_read_only_when_asked(monkeypatch: pytest.MonkeyPatch
     assert Settings.from_env().app_id == 123456
     monkeypatch.setenv("GITHUB_APP_ID", "99")
     assert Settings.from_env().app_id == 99  # nothing was cached at import or at the first call
+
+
+def test_artifact_name_patterns(env: dict[str, str]) -> None:
+    assert Settings.from_env(env).artifact_patterns == ()
+    assert Settings.from_env({**env, "FLAKETALLY_ARTIFACTS": "junit-*, test-results"}).artifact_patterns == (
+        "junit-*", "test-results")
+    with pytest.raises(SettingsError, match="FLAKETALLY_ARTIFACTS"):
+        Settings.from_env({**env, "FLAKETALLY_ARTIFACTS": " , "})

@@ -19,7 +19,7 @@ from rq import get_current_job
 
 from bot import metrics
 from bot.github import GitHubPort
-from bot.pipeline import conclude_failed, open_check, process_attempt, rejudge_check_run
+from bot.pipeline import Options, conclude_failed, open_check, process_attempt, rejudge_check_run
 from bot.settings import Settings
 from bot.store import Store
 from bot.store import records as rec
@@ -91,6 +91,10 @@ def github_port(settings: Settings, connection: redis.Redis, installation_id: in
 _port: PortFactory = github_port
 
 
+def _options(settings: Settings) -> Options:
+    return Options(artifact_patterns=settings.artifact_patterns)
+
+
 def _final_try() -> bool:
     """Whether rq will not retry the running job again."""
     job = get_current_job()
@@ -124,7 +128,8 @@ def process_workflow_run(installation_id: int, repo: str, repo_id: int, run_id: 
             try:
                 report = process_attempt(
                     store, gh, installation_id=installation_id, repo=repo, repo_github_id=repo_id, run_id=run_id,
-                    attempt=attempt, publish_lock=lambda: _publish_lock(connection, repo_id),
+                    attempt=attempt, options=_options(settings),
+                    publish_lock=lambda: _publish_lock(connection, repo_id),
                 )
             except Exception as exc:
                 if _final_try():
@@ -161,7 +166,8 @@ def rejudge(installation_id: int, repo: str, repo_id: int, head_sha: str, check_
         with _port(settings, connection, installation_id) as gh:
             report = rejudge_check_run(
                 store, gh, installation_id=installation_id, repo=repo, repo_github_id=repo_id, head_sha=head_sha,
-                check_run_id=check_run_id, publish_lock=lambda: _publish_lock(connection, repo_id),
+                check_run_id=check_run_id, options=_options(settings),
+                publish_lock=lambda: _publish_lock(connection, repo_id),
             )
         return {"conclusion": report.gate.conclusion.value if report else None}
 
