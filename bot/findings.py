@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from bot.cost import Cost, Rates, cost_of
+from bot.analysis import judge
+from bot.cost import Cost, Rates
 from bot.identity import ExecutionContext
 from bot.store import TestHistory
 from bot.verdicts import (
@@ -18,9 +19,6 @@ from bot.verdicts import (
     HistoryJudgement,
     KnownFlaky,
     TestVerdict,
-    by_commit,
-    judge_commit,
-    judge_history,
     known_flaky,
     no_longer_flaky,
     short,
@@ -131,18 +129,15 @@ def build(
             known_now.add(key)
         elif no_longer_flaky(key in previously_known, known):
             ended.append((history.test_id, context.display()))
-        groups = dict(by_commit(history.observations))
-        here = groups.get(head_sha)
-        if not here:
+        here = [o for o in history.observations if o.commit == head_sha]
+        if not any("F" in o.outcomes or "E" in o.outcomes for o in here):
             continue
-        commit = judge_commit(head_sha, here, policy)
-        if not commit.failed:
-            continue
-        commits = [judge_commit(sha, obs, policy) for sha, obs in groups.items()]
+        judged = judge(history, policy, rates)  # the same judgement and cost `flaketally analyze` gives
+        commit = next(c for c in judged.commits if c.commit == head_sha)
         message = next((o.message for o in here if o.message), "")
         findings.append(
             Finding(history.test_id, history.name, history.file, history.line, context, commit,
-                    judge_history(history), known, cost_of(commits, rates), message)
+                    judged.judgement, known, judged.cost, message)
         )
     findings.sort(key=lambda f: (_ORDER[f.verdict], f.test_id, f.context.key()))
     return CommitReport(

@@ -39,7 +39,7 @@ from bot.junit import ReportRefused, parse
 from bot.render_github import CHECK_NAME, MARKER, check_output, cleared_body, comment_body, failed_output
 from bot.store import Store
 from bot.store import records as rec
-from bot.verdicts import WINDOW_DAYS, CommitVerdict
+from bot.verdicts import WINDOW_DAYS, CommitVerdict, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +78,7 @@ class Options:
 
 
 def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parse_time(value) if value else None
 
 
 def _run_record(run: RunAttempt, pulls: Sequence[int] | None = None) -> rec.RunRecord:

@@ -183,14 +183,16 @@ def in_window(observations: Sequence[Observation], days: int = WINDOW_DAYS) -> l
     dated = {o.started_at for o in observations if o.started_at}
     if not dated:
         return list(observations)
-    times = {value: _parse_time(value) for value in dated}
+    times = {value: parse_time(value) for value in dated}
     since = max(times.values()) - timedelta(days=days)
     if min(times.values()) >= since:
         return list(observations)
     return [o for o in observations if not o.started_at or times[o.started_at] >= since]
 
 
-def _parse_time(value: str) -> datetime:
+def parse_time(value: str) -> datetime:
+    """An ISO time as GitHub or a report writes it (``Z`` or an offset); a time without one is UTC.
+    Raises ValueError when it is not a time."""
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
@@ -295,7 +297,7 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
     """
     since = now - timedelta(days=KNOWN_FLAKY_DAYS)
     recent = [
-        o for o in observations if o.started_at and since <= _parse_time(o.started_at) <= now and o.outcomes != "S"
+        o for o in observations if o.started_at and since <= parse_time(o.started_at) <= now and o.outcomes != "S"
     ]
     pairs = sum(1 for _, obs in by_commit(recent) if _flaky_on(obs))
     if not pairs:
