@@ -36,7 +36,7 @@ def measure(cmd: Sequence[str], *, stdout: Path | None = None, timeout: float = 
     process forks starts at this process's own RSS (Linux carries the forking process's high-water mark
     over ``fork`` and ``exec``), so the ``wait4`` fallback is a floor of this process's size, not exact.
     """
-    with tempfile.TemporaryDirectory() as tmp, (stdout.open("wb") if stdout else open(os.devnull, "wb")) as out:
+    with tempfile.TemporaryDirectory() as tmp, stdout.open("wb") if stdout else open(os.devnull, "wb") as out:
         err_path, rss_path = Path(tmp, "stderr"), Path(tmp, "rss")
         full = [str(TIME), "-o", str(rss_path), "-f", "%M %U %S", *cmd] if TIME.exists() else list(cmd)
         with err_path.open("wb") as err:

@@ -81,7 +81,14 @@ MAX_TESTS = 2000
 MAX_TIMEOUT = 900.0
 STOP_GRACE = 10.0
 LOOPBACK = ("127.0.0.1", "localhost")
-PHASES = ("ensure_check_run", "_collect_run", "_collect_other_runs", "judge_commit_report", "publish")
+# (module, function): each step is wrapped where the pipeline looks it up
+PHASES = (
+    ("bot.pipeline.attempt", "ensure_check_run"),
+    ("bot.pipeline.collect", "collect_run"),
+    ("bot.pipeline.collect", "collect_other_runs"),
+    ("bot.pipeline.attempt", "assess"),
+    ("bot.pipeline.attempt", "publish"),
+)
 
 
 def free_port() -> int:
@@ -146,17 +153,27 @@ def build_fake(runs: int, tests: int, repos: int, seed: int, private_key: str) -
         run = fake.add_run(repo, head_sha=sha, pull_requests=[pr], run_number=i + 1, conclusion="failure")
         failing = rng.sample(range(tests), 2)
         fake.add_job(run, attempt=1, name="test (3.11)", conclusion="failure")
-        fake.add_artifact(run, "junit-results", zip_of({"reports/junit.xml": junit_report(tests, failing, i)}),
-                          attempt=1)
+        fake.add_artifact(
+            run, "junit-results", zip_of({"reports/junit.xml": junit_report(tests, failing, i)}), attempt=1
+        )
         attempts = 1
         if i % 3 == 2:  # a rerun: the first failure again, the second passes (flaky)
             fake.add_attempt(run, conclusion="failure")
             fake.add_job(run, attempt=2, name="test (3.11)", conclusion="failure")
-            fake.add_artifact(run, "junit-results",
-                              zip_of({"reports/junit.xml": junit_report(tests, failing[:1], i)}), attempt=2)
+            fake.add_artifact(
+                run, "junit-results", zip_of({"reports/junit.xml": junit_report(tests, failing[:1], i)}), attempt=2
+            )
             attempts = 2
-        manifest.append({"repo": repo, "repo_id": REPO_GITHUB_ID + i % repos, "run_id": run.id, "head_sha": sha,
-                         "pr": pr, "attempts": attempts})
+        manifest.append(
+            {
+                "repo": repo,
+                "repo_id": REPO_GITHUB_ID + i % repos,
+                "run_id": run.id,
+                "head_sha": sha,
+                "pr": pr,
+                "attempts": attempts,
+            }
+        )
     return fake, manifest
 
 
@@ -199,14 +216,19 @@ class FakeServer:
             base = self.blob_url if scope["server"][1] == self.blob_port else self.api_url
             query = scope["query_string"].decode("latin-1")
             request = httpx.Request(
-                scope["method"], base + path + (f"?{query}" if query else ""),
-                headers=[(k, v) for k, v in scope["headers"] if k.lower() != b"host"], content=body,
+                scope["method"],
+                base + path + (f"?{query}" if query else ""),
+                headers=[(k, v) for k, v in scope["headers"] if k.lower() != b"host"],
+                content=body,
             )
             await asyncio.sleep(self.latency)
             response = self.fake._router.handler(request)  # respx resolves it to the fake's answer
             status, content = response.status_code, response.read()
-            headers = [(k, self._local(k, v)) for k, v in response.headers.multi_items()
-                       if k.lower() not in ("content-length", "transfer-encoding", "content-encoding")]
+            headers = [
+                (k, self._local(k, v))
+                for k, v in response.headers.multi_items()
+                if k.lower() not in ("content-length", "transfer-encoding", "content-encoding")
+            ]
             self.statuses[str(status)] += 1
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
         raw.append((b"content-length", str(len(content)).encode()))
@@ -228,13 +250,24 @@ class FakeServer:
         elif path == "/__bench/state":
             data = {
                 "check_runs": [
-                    {"repo": c.repo, "head_sha": c.head_sha, "name": c.name, "status": c.status,
-                     "conclusion": c.conclusion, "external_id": c.external_id, "annotations": len(c.annotations)}
+                    {
+                        "repo": c.repo,
+                        "head_sha": c.head_sha,
+                        "name": c.name,
+                        "status": c.status,
+                        "conclusion": c.conclusion,
+                        "external_id": c.external_id,
+                        "annotations": len(c.annotations),
+                    }
                     for c in fake.check_runs.values()
                 ],
                 "comments": [
-                    {"repo": c.repo, "issue_number": c.issue_number, "length": len(c.body),
-                     "marker": c.body.startswith("<!-- flaketally:comment -->")}
+                    {
+                        "repo": c.repo,
+                        "issue_number": c.issue_number,
+                        "length": len(c.body),
+                        "marker": c.body.startswith("<!-- flaketally:comment -->"),
+                    }
                     for c in fake.comments.values()
                 ],
                 "routes": Counter(r.route for r in fake.requests),
@@ -304,13 +337,16 @@ def _timed_step(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
 def instrument(connection: Any) -> None:
     """Wrap the pipeline's steps, the publish lock, every GitHub request and the job itself with timers;
     each job's figures go to a Redis hash when it ends. Only this process's (and its forks') code."""
+    import importlib
+
     from rq import get_current_job
 
-    from bot import github, pipeline
+    from bot.github.client import Client
     from workers import jobs
 
-    for name in PHASES:
-        setattr(pipeline, name, _timed_step(name, getattr(pipeline, name)))
+    for module_name, name in PHASES:
+        module = importlib.import_module(module_name)
+        setattr(module, name, _timed_step(name, getattr(module, name)))
 
     original_lock = jobs._publish_lock
 
@@ -323,7 +359,7 @@ def instrument(connection: Any) -> None:
 
     jobs._publish_lock = timed_lock  # type: ignore[assignment]
 
-    original_send = github.GitHubPort._send
+    original_send = Client.send
 
     def timed_send(self: Any, request: Callable[[], Any], budget: Any) -> Any:
         started = time.perf_counter()
@@ -333,7 +369,7 @@ def instrument(connection: Any) -> None:
             _job_stats["http"] += time.perf_counter() - started
             _job_stats["requests"] += 1
 
-    github.GitHubPort._send = timed_send  # type: ignore[method-assign]
+    Client.send = timed_send  # type: ignore[method-assign]
 
     original_job = jobs.process_workflow_run
 
@@ -362,9 +398,9 @@ def worker_main(argv: Sequence[str]) -> int:
     import redis
     from rq import Queue, Worker
 
-    from bot import metrics
-    from bot.github import GitHubPort
+    from bot.github.port import GitHubPort
     from bot.settings import Settings
+    from bot.web import metrics
     from workers import jobs
 
     parser = argparse.ArgumentParser(prog="bench.e2e _worker")
@@ -383,9 +419,16 @@ def worker_main(argv: Sequence[str]) -> int:
                 metrics.set_rate_limit_remaining(connection, remaining)
 
         started = time.perf_counter()
-        port = GitHubPort(app_id=settings.app_id, private_key=settings.private_key, installation_id=installation_id,
-                          api_url=settings.api_url, redis=connection, on_response=on_response, sleep=counted_sleep,
-                          **interval)
+        port = GitHubPort(
+            app_id=settings.app_id,
+            private_key=settings.private_key,
+            installation_id=installation_id,
+            api_url=settings.api_url,
+            redis=connection,
+            on_response=on_response,
+            sleep=counted_sleep,
+            **interval,
+        )
         _job_stats["port_setup"] += time.perf_counter() - started
         return port
 
@@ -408,8 +451,9 @@ class Children:
 
     def start(self, name: str, cmd: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         log = (self.logs / f"{name}.log").open("wb")
-        proc = subprocess.Popen(list(cmd), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            list(cmd), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
         self.procs.append((name, proc))
         return proc
@@ -544,13 +588,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repos", type=int, default=1, help="repositories the runs are spread over")
     parser.add_argument("--workers", type=int, default=2, choices=range(1, 5), metavar="1-4")
     parser.add_argument("--worker-kind", choices=("instrumented", "cli"), default="instrumented")
-    parser.add_argument("--mutation-interval", type=float, default=None,
-                        help="override GitHubPort's mutation_interval (instrumented workers only; default: the "
-                             "port's own, 1.0 s)")
+    parser.add_argument(
+        "--mutation-interval",
+        type=float,
+        default=None,
+        help="override GitHubPort's mutation_interval (instrumented workers only; default: the port's own, 1.0 s)",
+    )
     parser.add_argument("--latency", type=float, default=0.05, help="seconds the fake adds to every request")
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
-    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
-                        help="a database to connect to for CREATE/DROP DATABASE")
+    parser.add_argument(
+        "--pg-url",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="a database to connect to for CREATE/DROP DATABASE",
+    )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13", help="a database of its own: flushed")
     parser.add_argument("--timeout", type=float, default=300.0, help=f"seconds for the jobs (at most {MAX_TIMEOUT})")
     parser.add_argument("--seed", type=int, default=1)
@@ -611,23 +661,49 @@ def run(args: argparse.Namespace, db_url: str, scratch: Path, children: Children
     python = sys.executable
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "FLAKETALLY_"))}
 
-    children.start("fake-github", [
-        python, "-m", "bench.e2e", "_fake", "--runs", str(args.runs), "--tests", str(args.tests),
-        "--repos", str(args.repos), "--seed", str(args.seed), "--latency", str(args.latency),
-        "--key", str(key_file), "--ports", str(ports_file),
-    ], base_env)
+    children.start(
+        "fake-github",
+        [
+            python,
+            "-m",
+            "bench.e2e",
+            "_fake",
+            "--runs",
+            str(args.runs),
+            "--tests",
+            str(args.tests),
+            "--repos",
+            str(args.repos),
+            "--seed",
+            str(args.seed),
+            "--latency",
+            str(args.latency),
+            "--key",
+            str(key_file),
+            "--ports",
+            str(ports_file),
+        ],
+        base_env,
+    )
     wait_for("the fake GitHub", ports_file.exists, 60, children)
     ports = json.loads(ports_file.read_text())
     fake_url = f"http://127.0.0.1:{ports['api']}"
     wait_for("the fake GitHub", lambda: _http_ok(f"{fake_url}/__bench/manifest"), 30, children)
     manifest: list[dict[str, Any]] = httpx.get(f"{fake_url}/__bench/manifest", timeout=10).json()
 
-    env = dict(base_env, GITHUB_APP_ID=str(APP_ID), GITHUB_APP_PRIVATE_KEY=key, GITHUB_WEBHOOK_SECRET=SECRET,
-               GITHUB_API_URL=fake_url, REDIS_URL=args.redis_url, DATABASE_URL=db_url, FLAKETALLY_QUEUE=QUEUE)
+    env = dict(
+        base_env,
+        GITHUB_APP_ID=str(APP_ID),
+        GITHUB_APP_PRIVATE_KEY=key,
+        GITHUB_WEBHOOK_SECRET=SECRET,
+        GITHUB_API_URL=fake_url,
+        REDIS_URL=args.redis_url,
+        DATABASE_URL=db_url,
+        FLAKETALLY_QUEUE=QUEUE,
+    )
     receiver_port = free_port()
     receiver = f"http://127.0.0.1:{receiver_port}"
-    children.start("receiver", [*flaketally_cmd(), "serve", "--host", "127.0.0.1", "--port", str(receiver_port)],
-                   env)
+    children.start("receiver", [*flaketally_cmd(), "serve", "--host", "127.0.0.1", "--port", str(receiver_port)], env)
     wait_for("the receiver", lambda: _http_ok(f"{receiver}/readyz"), 30, children)
     for n in range(args.workers):
         if args.worker_kind == "cli":
@@ -663,8 +739,10 @@ def run(args: argparse.Namespace, db_url: str, scratch: Path, children: Children
         if failing:  # rq retries after 10, 60 and 300 s: a failure here is a failure, do not wait it out
             result = failing[0].latest_result()
             why = (result.exc_string or "") if result is not None else ""
-            raise RuntimeError(f"{len(failing)} job(s) failed and were scheduled for a retry ({dict(statuses)}); "
-                               f"{failing[0].id}, {time.time() - started:.0f} s in:\n{why[-1500:]}")
+            raise RuntimeError(
+                f"{len(failing)} job(s) failed and were scheduled for a retry ({dict(statuses)}); "
+                f"{failing[0].id}, {time.time() - started:.0f} s in:\n{why[-1500:]}"
+            )
         if time.monotonic() > deadline:
             raise RuntimeError(f"jobs not done after {args.timeout:.0f} s: {dict(statuses)}")
         time.sleep(0.2)
@@ -682,9 +760,11 @@ def run(args: argparse.Namespace, db_url: str, scratch: Path, children: Children
         problems.append(f"{len(failed)} jobs failed, e.g. {failed[0].id}: {(failed[0].exc_info or '')[-600:]}")
 
     interval = "worker default (1.0 s)" if args.mutation_interval is None else f"{args.mutation_interval} s"
-    print(f"bench.e2e: {args.runs} runs ({len(job_ids)} attempts) over {args.repos} repo(s), {args.tests} tests "
-          f"per report, {args.workers} {args.worker_kind} workers, {args.db}, fake GitHub +{args.latency * 1000:.0f} "
-          f"ms per request, mutation_interval {interval}")
+    print(
+        f"bench.e2e: {args.runs} runs ({len(job_ids)} attempts) over {args.repos} repo(s), {args.tests} tests "
+        f"per report, {args.workers} {args.worker_kind} workers, {args.db}, fake GitHub +{args.latency * 1000:.0f} "
+        f"ms per request, mutation_interval {interval}"
+    )
     rows: list[list[object]] = [
         ["runs processed", len(manifest)],
         ["jobs (attempts) processed", len(done)],
@@ -709,8 +789,10 @@ def run(args: argparse.Namespace, db_url: str, scratch: Path, children: Children
     if problems:
         print("FAILED:\n  " + "\n  ".join(problems[:20]))
         return 1
-    print(f"ok: every run has a concluded Flaketally check run per attempt and exactly one PR comment; "
-          f"{len(failed)} failed jobs")
+    print(
+        f"ok: every run has a concluded Flaketally check run per attempt and exactly one PR comment; "
+        f"{len(failed)} failed jobs"
+    )
     return 0
 
 
@@ -746,10 +828,10 @@ def breakdown(connection: Any, job_ids: Sequence[str], durations: Sequence[float
     total = sum(s["job"] for s in stats)
     labels = {
         "ensure_check_run": "ensure_check_run (POST check run)",
-        "_collect_run": "_collect_run (list, download, parse, ingest)",
-        "_collect_other_runs": "_collect_other_runs (runs of the SHA)",
+        "collect_run": "collect_run (list, download, parse, ingest)",
+        "collect_other_runs": "collect_other_runs (runs of the SHA)",
         "lock_wait": "waiting for the publish lock",
-        "judge_commit_report": "judge_commit_report (history, verdicts)",
+        "assess": "assess (history, verdicts)",
         "publish": "publish (PATCH check run, comment)",
     }
     rows: list[list[object]] = []
@@ -757,24 +839,56 @@ def breakdown(connection: Any, job_ids: Sequence[str], durations: Sequence[float
     for key, label in labels.items():
         values = [s.get(key, 0.0) for s in stats]
         accounted += sum(values)
-        rows.append([label, statistics.mean(values), statistics.median(values), max(values),
-                     f"{100 * sum(values) / total:.1f}%"])
+        rows.append(
+            [
+                label,
+                statistics.mean(values),
+                statistics.median(values),
+                max(values),
+                f"{100 * sum(values) / total:.1f}%",
+            ]
+        )
     rest = [s["job"] - sum(s.get(k, 0.0) for k in labels) for s in stats]
-    rows.append(["rest (get run attempt, record run, port set-up)", statistics.mean(rest), statistics.median(rest),
-                 max(rest), f"{100 * sum(rest) / total:.1f}%"])
-    rows.append(["job function total", total / len(stats), statistics.median(s["job"] for s in stats),
-                 max(s["job"] for s in stats), "100.0%"])
-    for key, label in (("port_sleep", "  across steps: port sleeps (mutation pauses)"),
-                       ("http", "  across steps: GitHub requests (incl. latency)"),
-                       ("port_setup", "  in rest: constructing the GitHubPort")):
+    rows.append(
+        [
+            "rest (get run attempt, record run, port set-up)",
+            statistics.mean(rest),
+            statistics.median(rest),
+            max(rest),
+            f"{100 * sum(rest) / total:.1f}%",
+        ]
+    )
+    rows.append(
+        [
+            "job function total",
+            total / len(stats),
+            statistics.median(s["job"] for s in stats),
+            max(s["job"] for s in stats),
+            "100.0%",
+        ]
+    )
+    for key, label in (
+        ("port_sleep", "  across steps: port sleeps (mutation pauses)"),
+        ("http", "  across steps: GitHub requests (incl. latency)"),
+        ("port_setup", "  in rest: constructing the GitHubPort"),
+    ):
         values = [s.get(key, 0.0) for s in stats]
-        rows.append([label, statistics.mean(values), statistics.median(values), max(values),
-                     f"{100 * sum(values) / total:.1f}%"])
+        rows.append(
+            [
+                label,
+                statistics.mean(values),
+                statistics.median(values),
+                max(values),
+                f"{100 * sum(values) / total:.1f}%",
+            ]
+        )
     requests = statistics.mean(s.get("requests", 0.0) for s in stats)
     overhead = statistics.mean(durations) - total / len(stats)
-    return (table(["per job, s", "mean", "p50", "max", "share"], rows)
-            + f"\nGitHub requests per job (port calls, a download counts once): {requests:.1f}; rq's own time per "
-              f"job beyond the job function: {overhead:.3f} s")
+    return (
+        table(["per job, s", "mean", "p50", "max", "share"], rows)
+        + f"\nGitHub requests per job (port calls, a download counts once): {requests:.1f}; rq's own time per "
+        f"job beyond the job function: {overhead:.3f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,9 @@ def verdicts_flakemap(path: Path) -> tuple[Counter[str], set[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.flakemap", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.flakemap", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tests", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--flaky", type=float, default=0.01)
@@ -65,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     flakemap = args.venv / "bin" / "flakemap"
     if not flakemap.exists():
         if not args.install:
-            parser.error(f"no {flakemap}: run with --install, or: python3 -m venv {args.venv} && "
-                         f"{args.venv}/bin/pip install flakemap=={FLAKEMAP_VERSION}")
+            parser.error(
+                f"no {flakemap}: run with --install, or: python3 -m venv {args.venv} && "
+                f"{args.venv}/bin/pip install flakemap=={FLAKEMAP_VERSION}"
+            )
         install(args.venv)
     version = subprocess.run([str(flakemap), "--version"], capture_output=True, text=True, check=True).stdout.strip()
 
@@ -75,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     size = folder_bytes(root)
     truth = json.loads((root / "truth.json").read_text())
     planted = set(truth["flaky"])
-    print(f"## End to end: {spec.tests:,} tests x {spec.runs} runs on {truth['commits']} commits = "
-          f"{spec.results:,} results, {mb(size):.1f} MB of XML in {root}; {len(planted)} planted flaky\n")
+    print(
+        f"## End to end: {spec.tests:,} tests x {spec.runs} runs on {truth['commits']} commits = "
+        f"{spec.results:,} results, {mb(size):.1f} MB of XML in {root}; {len(planted)} planted flaky\n"
+    )
 
     out = DATA / "e2e"
     out.mkdir(parents=True, exist_ok=True)
@@ -85,16 +90,25 @@ def main(argv: list[str] | None = None) -> int:
         db = out / "flaketally.db"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
-        measured["flaketally"].append(measure(
-            [*flaketally_cmd(), "analyze", str(root), "--db", str(db), "--format", "json"],
-            stdout=out / "flaketally.json", timeout=args.timeout,
-        ))
-        measured["flakemap"].append(measure(
-            [str(flakemap), str(root), "--json"], stdout=out / "flakemap.json", timeout=args.timeout,
-        ))
+        measured["flaketally"].append(
+            measure(
+                [*flaketally_cmd(), "analyze", str(root), "--db", str(db), "--format", "json"],
+                stdout=out / "flaketally.json",
+                timeout=args.timeout,
+            )
+        )
+        measured["flakemap"].append(
+            measure(
+                [str(flakemap), str(root), "--json"],
+                stdout=out / "flakemap.json",
+                timeout=args.timeout,
+            )
+        )
         ft, fm = measured["flaketally"][-1], measured["flakemap"][-1]
-        print(f"run {i + 1}: flaketally {ft.seconds:.2f} s wall / {ft.cpu:.2f} s CPU, "
-              f"flakemap {fm.seconds:.2f} s wall / {fm.cpu:.2f} s CPU")
+        print(
+            f"run {i + 1}: flaketally {ft.seconds:.2f} s wall / {ft.cpu:.2f} s CPU, "
+            f"flakemap {fm.seconds:.2f} s wall / {fm.cpu:.2f} s CPU"
+        )
 
     best = {k: min(v, key=lambda m: m.seconds) for k, v in measured.items()}
     cpu = {k: min(m.cpu for m in v) for k, v in measured.items()}
@@ -111,21 +125,49 @@ def main(argv: list[str] | None = None) -> int:
     ):
         key = tool.split()[0]
         m = best[key]
-        rows.append([
-            tool, m.seconds, cpu[key], spec.results / m.seconds, mb(size) / m.seconds, mb(peak[key]),
-            mb(outputs[key].stat().st_size), f"{len(found & wanted)}/{len(wanted)}", len(found - wanted),
-            ", ".join(f"{v} {k}" for k, v in sorted(counts.items())),
-        ])
+        rows.append(
+            [
+                tool,
+                m.seconds,
+                cpu[key],
+                spec.results / m.seconds,
+                mb(size) / m.seconds,
+                mb(peak[key]),
+                mb(outputs[key].stat().st_size),
+                f"{len(found & wanted)}/{len(wanted)}",
+                len(found - wanted),
+                ", ".join(f"{v} {k}" for k, v in sorted(counts.items())),
+            ]
+        )
     print()
-    print(table(["tool", "wall s", "CPU s", "results/s", "MB/s", "peak RSS MB", "output MB", "planted flaky found",
-                 "false flaky", "verdicts"], rows))
+    print(
+        table(
+            [
+                "tool",
+                "wall s",
+                "CPU s",
+                "results/s",
+                "MB/s",
+                "peak RSS MB",
+                "output MB",
+                "planted flaky found",
+                "false flaky",
+                "verdicts",
+            ],
+            rows,
+        )
+    )
     ft, fm = best["flaketally"], best["flakemap"]
-    print(f"\nflaketally is {fm.seconds / ft.seconds:.2f}x flakemap's speed (target >= 5x: "
-          f"{'met' if fm.seconds / ft.seconds >= 5 else 'NOT met'}); "
-          f"peak RSS flaketally/flakemap {ratio(peak['flaketally'], peak['flakemap'])} "
-          f"({'less' if peak['flaketally'] < peak['flakemap'] else 'MORE'} memory)")
-    print(f"on CPU time (user+sys, less sensitive to other load): flaketally is "
-          f"{cpu['flakemap'] / cpu['flaketally']:.2f}x flakemap's speed")
+    print(
+        f"\nflaketally is {fm.seconds / ft.seconds:.2f}x flakemap's speed (target >= 5x: "
+        f"{'met' if fm.seconds / ft.seconds >= 5 else 'NOT met'}); "
+        f"peak RSS flaketally/flakemap {ratio(peak['flaketally'], peak['flakemap'])} "
+        f"({'less' if peak['flaketally'] < peak['flakemap'] else 'MORE'} memory)"
+    )
+    print(
+        f"on CPU time (user+sys, less sensitive to other load): flaketally is "
+        f"{cpu['flakemap'] / cpu['flaketally']:.2f}x flakemap's speed"
+    )
     print(f"target ~250,000 results/s end to end: flaketally does {spec.results / ft.seconds:,.0f}")
     return 0
 

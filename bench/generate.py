@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.identity import ExecutionContext, RunIdentity
-from bot.junit import Attempt, Outcome, Report, TestResult
+from bot.core.identity import ExecutionContext, RunIdentity
+from bot.core.results import Attempt, Outcome, Report, TestResult
 
 BASE_TIME = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 RUN_SPACING = timedelta(minutes=20)
@@ -77,9 +77,15 @@ def _attr(text: str) -> str:
 
 def _fill(rng: random.Random, template: str) -> str:
     return template.format(
-        a=rng.randrange(1, 9999), b=rng.randrange(1, 6), n=rng.randrange(10, 900), t=rng.uniform(0.05, 9),
-        m=rng.randrange(60), s=rng.randrange(60), ms=rng.randrange(1000),
-        mod=rng.choice(_MODULES), obj=rng.choice(_OBJECTS),
+        a=rng.randrange(1, 9999),
+        b=rng.randrange(1, 6),
+        n=rng.randrange(10, 900),
+        t=rng.uniform(0.05, 9),
+        m=rng.randrange(60),
+        s=rng.randrange(60),
+        ms=rng.randrange(1000),
+        mod=rng.choice(_MODULES),
+        obj=rng.choice(_OBJECTS),
     )
 
 
@@ -139,9 +145,7 @@ class HistorySpec:
         return self.tests * self.runs
 
     def slug(self) -> str:
-        return (
-            f"history-{self.tests}x{self.runs}-f{self.flaky_fraction:g}-m{self.message_bytes}-s{self.seed}"
-        )
+        return f"history-{self.tests}x{self.runs}-f{self.flaky_fraction:g}-m{self.message_bytes}-s{self.seed}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,9 +280,7 @@ class HistoryPlan:
             '<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">'
             f'<testsuite name="pytest" errors="0" failures="{len(failed)}" skipped="{skipped}" '
             f'tests="{len(self.cases)}" time="{total:.3f}" timestamp="{run.timestamp.isoformat()}" '
-            f'hostname="runner-{run.run_index % 4}">'
-            + "".join(parts)
-            + "</testsuite></testsuites>"
+            f'hostname="runner-{run.run_index % 4}">' + "".join(parts) + "</testsuite></testsuites>"
         )
 
     def write(self, root: Path, *, flakemap_sidecar: bool = True) -> dict[str, int]:
@@ -291,12 +293,22 @@ class HistoryPlan:
             data = self.xml(run, text).encode()
             (folder / "report.xml").write_bytes(data)
             written += len(data)
-            meta = {"runner": self.spec.runner, "commit": run.commit, "attempt": run.attempt,
-                    "run_index": run.run_index, "os": self.spec.os}
+            meta = {
+                "runner": self.spec.runner,
+                "commit": run.commit,
+                "attempt": run.attempt,
+                "run_index": run.run_index,
+                "os": self.spec.os,
+            }
             (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
             if flakemap_sidecar:
-                sidecar = {"run_id": f"{run.commit[:12]}-{run.attempt}", "commit": run.commit,
-                           "runner": self.spec.runner, "os": self.spec.os, "sequence": run.run_index}
+                sidecar = {
+                    "run_id": f"{run.commit[:12]}-{run.attempt}",
+                    "commit": run.commit,
+                    "runner": self.spec.runner,
+                    "os": self.spec.os,
+                    "sequence": run.run_index,
+                }
                 (folder / "report.meta.json").write_text(json.dumps(sidecar) + "\n")
         (root / "truth.json").write_text(json.dumps(self.truth(), indent=2) + "\n")
         return {"files": len(self.runs), "bytes": written}
@@ -355,15 +367,18 @@ def write_big_report(path: Path, spec: BigSpec) -> int:
     written = 0
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
+
         def put(s: str) -> None:
             nonlocal written
             data = s.encode()
             written += len(data)
             f.write(data)
 
-        put('<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">'
+        put(
+            '<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">'
             f'<testsuite name="pytest" errors="0" failures="0" skipped="0" tests="{spec.tests}" time="0" '
-            'timestamp="2026-01-05T08:00:00+00:00" hostname="runner-0">')
+            'timestamp="2026-01-05T08:00:00+00:00" hostname="runner-0">'
+        )
         batch: list[str] = []
         for i in range(spec.tests):
             module = f"{_MODULES[(i // 40) % len(_MODULES)]}.test_{i // 40:05d}"
@@ -402,8 +417,9 @@ _H, _B = HistorySpec(), BigSpec()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.generate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.generate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="what", required=True)
     h = sub.add_parser("history", help="<commit>/<attempt>/report.xml + meta.json")
     h.add_argument("out", type=Path)
@@ -420,8 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--tests", type=int, default=_B.tests)
     b.add_argument("--mb", type=float, default=_B.mb, help="target size in MB (10^6 bytes)")
     b.add_argument("--fail", type=float, default=_B.fail_fraction, help="fraction of failing testcases")
-    b.add_argument("--system-out", type=float, default=_B.system_out_fraction,
-                   help="fraction of testcases with <system-out>")
+    b.add_argument(
+        "--system-out", type=float, default=_B.system_out_fraction, help="fraction of testcases with <system-out>"
+    )
     b.add_argument("--seed", type=int, default=_B.seed)
     args = parser.parse_args(argv)
     if args.what == "history":
@@ -430,8 +447,10 @@ def main(argv: list[str] | None = None) -> int:
         plan = HistoryPlan(spec)
         done = plan.write(args.out, flakemap_sidecar=not args.no_flakemap_sidecar)
         commits = len({r.commit for r in plan.runs})
-        print(f"{done['files']} reports on {commits} commits, {spec.results:,} results, "
-              f"{len(plan.flaky)} flaky tests, {done['bytes'] / 1e6:.1f} MB in {args.out}")
+        print(
+            f"{done['files']} reports on {commits} commits, {spec.results:,} results, "
+            f"{len(plan.flaky)} flaky tests, {done['bytes'] / 1e6:.1f} MB in {args.out}"
+        )
     else:
         size = write_big_report(args.out, BigSpec(args.tests, args.mb, args.fail, args.system_out, seed=args.seed))
         print(f"{args.tests:,} testcases, {size / 1e6:.1f} MB in {args.out}")

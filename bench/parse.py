@@ -32,7 +32,7 @@ from bench.generate import BigSpec, HistorySpec, ensure_big_report, ensure_histo
 
 
 def parse_ours(data: bytes) -> int:
-    from bot.junit import parse
+    from bot.core.junit import parse
 
     return len(parse(io.BytesIO(data)).results)
 
@@ -104,7 +104,7 @@ def throughput(title: str, blobs: list[bytes], repeat: int) -> None:
 
 def child(path: str) -> None:
     """Parse one file in this fresh process; print the peak RSS before and after, in bytes."""
-    from bot.junit import parse
+    from bot.core.junit import parse
 
     before = peak_rss()
     start = time.perf_counter()
@@ -122,33 +122,60 @@ def memory(paths: list[Path]) -> None:
     for path in paths:
         out = subprocess.run(
             [sys.executable, "-m", "bench.parse", "--child", str(path)],
-            check=True, capture_output=True, text=True, timeout=600, cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=REPO,
         )
         got = json.loads(out.stdout)
         delta = got["after"] - got["before"]
         base_delta = base_delta or delta
         size = path.stat().st_size
-        rows.append([
-            f"{mb(size):.1f} MB", got["results"], mb(got["before"]), mb(got["after"]), mb(delta),
-            delta / size, ratio(delta, base_delta), got["seconds"],
-        ])
-    print(table(
-        ["report", "testcases", "RSS before MB", "peak RSS MB", "growth MB", "growth/report byte",
-         "growth vs first", "seconds"],
-        rows,
-    ))
+        rows.append(
+            [
+                f"{mb(size):.1f} MB",
+                got["results"],
+                mb(got["before"]),
+                mb(got["after"]),
+                mb(delta),
+                delta / size,
+                ratio(delta, base_delta),
+                got["seconds"],
+            ]
+        )
+    print(
+        table(
+            [
+                "report",
+                "testcases",
+                "RSS before MB",
+                "peak RSS MB",
+                "growth MB",
+                "growth/report byte",
+                "growth vs first",
+                "seconds",
+            ],
+            rows,
+        )
+    )
     print("\n(flat means 'growth vs first' stays near 1.00x while the report size doubles)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.parse", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.parse", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tests", type=int, default=100_000, help="testcases in every big report")
     parser.add_argument("--mb", type=float, default=100, help="size of the throughput report")
     parser.add_argument("--sizes", default="25,50,100", help="report sizes (MB) for the memory run")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--history-tests", type=int, default=2000,
-                        help="also time the reports of this history (the end-to-end one); 0: no")
+    parser.add_argument(
+        "--history-tests",
+        type=int,
+        default=2000,
+        help="also time the reports of this history (the end-to-end one); 0: no",
+    )
     parser.add_argument("--history-runs", type=int, default=200)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -158,16 +185,21 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [float(s) for s in args.sizes.split(",") if s]
     start = time.perf_counter()
     paths = {s: ensure_big_report(BigSpec(tests=args.tests, mb=s)) for s in sorted({*sizes, args.mb})}
-    print(f"reports ready in {time.perf_counter() - start:.1f} s: "
-          + ", ".join(f"{p} ({mb(p.stat().st_size):.1f} MB)" for p in paths.values()))
+    print(
+        f"reports ready in {time.perf_counter() - start:.1f} s: "
+        + ", ".join(f"{p} ({mb(p.stat().st_size):.1f} MB)" for p in paths.values())
+    )
     big = paths[args.mb]
     throughput(f"one big report {big.name}", [big.read_bytes()], args.repeat)
     if args.history_tests:
         spec = HistorySpec(tests=args.history_tests, runs=args.history_runs)
         root = ensure_history(spec)
         files = sorted(root.rglob("*.xml"))
-        throughput(f"small dense reports: {len(files)} files of {spec.tests:,} tests ({root.name})",
-                   [f.read_bytes() for f in files], args.repeat)
+        throughput(
+            f"small dense reports: {len(files)} files of {spec.tests:,} tests ({root.name})",
+            [f.read_bytes() for f in files],
+            args.repeat,
+        )
     memory([paths[s] for s in sizes])
     return 0
 

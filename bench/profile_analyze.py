@@ -39,6 +39,7 @@ def fresh_db(name: str) -> Path:
 
 def import_seconds() -> float:
     """A fresh interpreter's time to import the CLI, less its time to start with nothing to import."""
+
     def run(code: str) -> float:
         start = time.perf_counter()
         subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
@@ -75,13 +76,14 @@ class _Phases:
 
 def phases(root: Path, results: int) -> None:
     """The steps of ``bot.analysis.analyze`` and the CLI, in its order (parse, identify, ingest per file)."""
-    from bot.analysis import Analysis, judge
-    from bot.cost import Rates
-    from bot.junit import parse
-    from bot.local import identify, report_files
-    from bot.render_analysis import RENDERERS
+    from bot.core.analysis import Analysis
+    from bot.core.cost import Rates
+    from bot.core.judge import judge
+    from bot.core.junit import parse
+    from bot.core.verdicts import CommitVerdict
+    from bot.local.files import identify, report_files
+    from bot.render.analysis import RENDERERS
     from bot.store import Store
-    from bot.verdicts import CommitVerdict
 
     imported = import_seconds()
     p = _Phases()
@@ -110,15 +112,36 @@ def phases(root: Path, results: int) -> None:
         text = RENDERERS["json"](analysis)
     store.close()
     total, total_cpu = imported + sum(p.wall.values()), imported + sum(p.cpu.values())
-    rows: list[list[object]] = [["import bot.cli (fresh interpreter)", imported, imported,
-                                 f"{imported / total_cpu:.1%}", results / imported, "", ""]]
-    rows += [[label, p.wall[label], p.cpu[label], f"{p.cpu[label] / total_cpu:.1%}", results / p.cpu[label],
-              mb(p.rss[label]), mb(p.rss[label] - p.base_rss)] for label in p.order]
+    rows: list[list[object]] = [
+        [
+            "import bot.cli (fresh interpreter)",
+            imported,
+            imported,
+            f"{imported / total_cpu:.1%}",
+            results / imported,
+            "",
+            "",
+        ]
+    ]
+    rows += [
+        [
+            label,
+            p.wall[label],
+            p.cpu[label],
+            f"{p.cpu[label] / total_cpu:.1%}",
+            results / p.cpu[label],
+            mb(p.rss[label]),
+            mb(p.rss[label] - p.base_rss),
+        ]
+        for label in p.order
+    ]
     rows.append(["total", total, total_cpu, "100%", results / total_cpu, mb(peak_rss()), mb(peak_rss() - p.base_rss)])
     print(table(["phase", "wall s", "CPU s", "CPU share", "results/CPU s", "peak RSS MB after", "peak grown MB"], rows))
     written = mb(len(text.encode()))
-    print(f"(import: wall time of a fresh interpreter, counted as CPU too; JSON written: {written:.1f} MB; "
-          "'peak grown' is VmHWM after the phase last ran, less before the store was opened)")
+    print(
+        f"(import: wall time of a fresh interpreter, counted as CPU too; JSON written: {written:.1f} MB; "
+        "'peak grown' is VmHWM after the phase last ran, less before the store was opened)"
+    )
 
 
 def _where(key: tuple[str, int, str]) -> str:
@@ -151,8 +174,10 @@ def profile(root: Path, results: int, top: int, out: Path) -> None:
     stats = pstats.Stats(profiler)
     entries = stats.stats  # type: ignore[attr-defined]
     total = max(ct for (_, _, _, ct, _) in entries.values())
-    print(f"\nprofiled wall {wall:.2f} s (profiler overhead included; {results / wall:,.0f} results/s); "
-          f"profile in {out}\n")
+    print(
+        f"\nprofiled wall {wall:.2f} s (profiler overhead included; {results / wall:,.0f} results/s); "
+        f"profile in {out}\n"
+    )
     for title, index in (("cumulative", 3), ("own time", 2)):
         ranked = sorted(entries.items(), key=lambda kv: kv[1][index], reverse=True)[:top]
         rows = [[_where(k), nc, tt, ct, f"{ct / total:.1%}"] for k, (_, nc, tt, ct, _) in ranked]
@@ -162,8 +187,11 @@ def profile(root: Path, results: int, top: int, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile_analyze", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.profile_analyze",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--tests", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--flaky", type=float, default=0.01)
@@ -175,8 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     spec = HistorySpec(tests=args.tests, runs=args.runs, flaky_fraction=args.flaky, seed=args.seed)
     root = ensure_history(spec)
     xml = sum(p.stat().st_size for p in root.rglob("*.xml"))
-    print(f"## Profile of flaketally analyze: {spec.tests:,} tests x {spec.runs} runs = {spec.results:,} results, "
-          f"{mb(xml):.1f} MB of XML\n")
+    print(
+        f"## Profile of flaketally analyze: {spec.tests:,} tests x {spec.runs} runs = {spec.results:,} results, "
+        f"{mb(xml):.1f} MB of XML\n"
+    )
     phases(root, spec.results)
     if not args.no_profile:
         args.out.parent.mkdir(parents=True, exist_ok=True)

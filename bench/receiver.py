@@ -227,18 +227,33 @@ def main(argv: list[str] | None = None) -> int:
     accepted = warm["statuses"].get(202, 0) + result["statuses"].get(202, 0)
     sent = args.warmup + total
     ms = [x * 1000 for x in result["latencies"]]
-    print(f"receiver: {total:,} signed workflow_run deliveries at a target of {args.rate:g}/s "
-          f"over {args.connections} connections, after {args.warmup} warm-up; body: {source}")
-    print(table(
-        ["requests", "seconds", "achieved/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "mean ms"],
-        [[total, round(result["elapsed"], 2), round(total / result["elapsed"], 1),
-          round(statistics.median(ms), 2), round(percentile(ms, 90), 2), round(percentile(ms, 99), 2),
-          round(max(ms), 2), round(statistics.fmean(ms), 2)]],
-    ))
+    print(
+        f"receiver: {total:,} signed workflow_run deliveries at a target of {args.rate:g}/s "
+        f"over {args.connections} connections, after {args.warmup} warm-up; body: {source}"
+    )
+    print(
+        table(
+            ["requests", "seconds", "achieved/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "mean ms"],
+            [
+                [
+                    total,
+                    round(result["elapsed"], 2),
+                    round(total / result["elapsed"], 1),
+                    round(statistics.median(ms), 2),
+                    round(percentile(ms, 90), 2),
+                    round(percentile(ms, 99), 2),
+                    round(max(ms), 2),
+                    round(statistics.fmean(ms), 2),
+                ]
+            ],
+        )
+    )
     print(f"answers: {dict(sorted(result['statuses'].items(), key=str))} (warm-up: {warm['statuses']})")
     used = server_cpu - started_cpu
-    print(f"CPU: server {used:.2f} s ({used / sent * 1000:.2f} ms a delivery), generator {client_cpu:.2f} s "
-          f"(building and signing included), on {os.cpu_count()} cores")
+    print(
+        f"CPU: server {used:.2f} s ({used / sent * 1000:.2f} ms a delivery), generator {client_cpu:.2f} s "
+        f"(building and signing included), on {os.cpu_count()} cores"
+    )
     lost = accepted - queued
     print(f"jobs in the queue: {queued:,}; 202 answers: {accepted:,} of {sent:,} sent; lost: {lost}")
     if lost or accepted != sent:

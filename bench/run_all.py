@@ -1,8 +1,8 @@
 """Every benchmark, one after the other, each in its own process with a time limit; output also saved.
 
-    python -m bench.run_all            # the sizes the README names (about 10 minutes on 2 cores)
-    python -m bench.run_all --quick    # small sizes, about a minute
-    python -m bench.run_all --only parse,store
+python -m bench.run_all            # the sizes the README names (about 10 minutes on 2 cores)
+python -m bench.run_all --quick    # small sizes, about a minute
+python -m bench.run_all --only parse,store
 """
 
 from __future__ import annotations
@@ -25,8 +25,20 @@ FULL = {
     "profile_analyze": ["--tests", "2000", "--runs", "200", "--top", "30"],
 }
 QUICK = {
-    "parse": ["--tests", "10000", "--mb", "10", "--sizes", "2.5,5,10", "--repeat", "1", "--history-tests", "300",
-              "--history-runs", "50"],
+    "parse": [
+        "--tests",
+        "10000",
+        "--mb",
+        "10",
+        "--sizes",
+        "2.5,5,10",
+        "--repeat",
+        "1",
+        "--history-tests",
+        "300",
+        "--history-runs",
+        "50",
+    ],
     "store": ["--tests", "1000", "--runs", "50"],
     "flakemap": ["--tests", "300", "--runs", "50"],
     "profile_analyze": ["--tests", "300", "--runs", "50", "--top", "15"],
@@ -43,8 +55,9 @@ def git(*args: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run_all", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default=",".join(FULL), help="comma-separated: " + ", ".join(FULL))
     parser.add_argument("--timeout", type=float, default=600, help="seconds per benchmark")
@@ -65,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     failed = []
     with log_path.open("w") as log:
+
         def say(text: str) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()

@@ -25,10 +25,10 @@ import sqlalchemy as sa
 
 from bench._common import DATA, mb, peak_rss, table
 from bench.generate import HistoryPlan, HistorySpec
-from bot.analysis import judge
-from bot.cost import Rates
+from bot.core.cost import Rates
+from bot.core.judge import judge
+from bot.core.verdicts import CommitVerdict, TestVerdict
 from bot.store import Store, normalise_url
-from bot.verdicts import CommitVerdict, TestVerdict
 
 REPO_NAME = "bench/history"
 
@@ -91,8 +91,19 @@ def bench_sqlite(plan: HistoryPlan, budget: float) -> Result:
         history_s, judge_s, histories, flaky = judge_all(store)
     finally:
         store.close()
-    return Result("sqlite", reports, results, ingest_s, history_s, judge_s, histories, flaky, size,
-                  "file + WAL after checkpoint", complete)
+    return Result(
+        "sqlite",
+        reports,
+        results,
+        ingest_s,
+        history_s,
+        judge_s,
+        histories,
+        flaky,
+        size,
+        "file + WAL after checkpoint",
+        complete,
+    )
 
 
 def bench_postgres(plan: HistoryPlan, budget: float, admin_url: str) -> Result:
@@ -117,30 +128,51 @@ def bench_postgres(plan: HistoryPlan, budget: float, admin_url: str) -> Result:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
-    return Result("postgresql", reports, results, ingest_s, history_s, judge_s, histories, flaky, size - empty,
-                  f"pg_database_size less the migrated empty db ({mb(empty):.1f} MB)", complete)
+    return Result(
+        "postgresql",
+        reports,
+        results,
+        ingest_s,
+        history_s,
+        judge_s,
+        histories,
+        flaky,
+        size - empty,
+        f"pg_database_size less the migrated empty db ({mb(empty):.1f} MB)",
+        complete,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.store", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.store", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tests", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--flaky", type=float, default=0.01, help="fraction of flaky tests")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--backends", default="sqlite,postgresql")
-    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
-                        help="a database to connect to for CREATE/DROP DATABASE")
-    parser.add_argument("--ingest-budget", type=float, default=200,
-                        help="seconds of ingest per backend before stopping early (the figures then say so)")
+    parser.add_argument(
+        "--pg-url",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="a database to connect to for CREATE/DROP DATABASE",
+    )
+    parser.add_argument(
+        "--ingest-budget",
+        type=float,
+        default=200,
+        help="seconds of ingest per backend before stopping early (the figures then say so)",
+    )
     args = parser.parse_args(argv)
     DATA.mkdir(parents=True, exist_ok=True)
     spec = HistorySpec(tests=args.tests, runs=args.runs, flaky_fraction=args.flaky, seed=args.seed)
     plan = HistoryPlan(spec)
     commits = len({r.commit for r in plan.runs})
-    print(f"## Store: {spec.tests:,} tests x {spec.runs} runs on {commits} commits = {spec.results:,} results, "
-          f"{len(plan.flaky)} flaky tests ({spec.flaky_fraction:.0%}), "
-          f"{sum(c.skipped for c in plan.cases)} skipped\n")
+    print(
+        f"## Store: {spec.tests:,} tests x {spec.runs} runs on {commits} commits = {spec.results:,} results, "
+        f"{len(plan.flaky)} flaky tests ({spec.flaky_fraction:.0%}), "
+        f"{sum(c.skipped for c in plan.cases)} skipped\n"
+    )
     results = []
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
         gc.collect()

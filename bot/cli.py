@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot.analysis import analyze
-from bot.cost import Rates
-from bot.render_analysis import RENDERERS
-from bot.settings import Settings, SettingsError
+from bot.core.cost import Rates
+from bot.core.verdicts import SINGLE_FAIL_POLICIES, CommitVerdict
+from bot.local.analyze import analyze
+from bot.render.analysis import RENDERERS
+from bot.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, database_url
 from bot.store import Store, StoreError
-from bot.verdicts import SINGLE_FAIL_POLICIES, CommitVerdict
 
-DEFAULT_DB = "flaketally.db"
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
@@ -46,14 +44,17 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--compute-rate", type=_positive, default=defaults.compute_per_minute, help="per CI minute")
     a.add_argument("--developer-rate", type=_positive, default=defaults.developer_per_minute, help="per minute")
     a.add_argument(
-        "--developer-minutes", type=_positive, default=defaults.developer_minutes_per_event,
+        "--developer-minutes",
+        type=_positive,
+        default=defaults.developer_minutes_per_event,
         help="developer minutes lost per flaky event",
     )
     a.add_argument("--currency", default=defaults.currency)
     a.add_argument("--repo", default="local", help="the repository name the reports are stored under")
     a.add_argument(
-        "--db", default=None,
-        help=f"store URL or SQLite path (default: $DATABASE_URL, else ./{DEFAULT_DB})",
+        "--db",
+        default=None,
+        help=f"store URL or SQLite path (default: $DATABASE_URL, else ./{DEFAULT_DATABASE_URL})",
     )
     serve = commands.add_parser("serve", help="run the webhook receiver (settings from the environment)")
     serve.add_argument("--host", default="127.0.0.1")
@@ -66,9 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("payload", metavar="PAYLOAD.json", help="a workflow_run completed delivery's JSON body")
     replay.add_argument("--artifacts", required=True, metavar="DIR", help="a folder of the run's artifact zips")
     replay.add_argument("--dry-run", action="store_true", help="judge in a throwaway store: nothing is kept")
-    replay.add_argument("--db", default=None, help=f"store URL (default: $DATABASE_URL, else ./{DEFAULT_DB})")
+    replay.add_argument("--db", default=None, help=f"store URL (default: $DATABASE_URL, else ./{DEFAULT_DATABASE_URL})")
     replay.add_argument(
-        "--single-fail-policy", choices=[p.value for p in SINGLE_FAIL_POLICIES],
+        "--single-fail-policy",
+        choices=[p.value for p in SINGLE_FAIL_POLICIES],
         default=CommitVerdict.UNDETERMINED.value,
     )
     return parser
@@ -99,7 +101,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(require_app=False)
     if settings is None:
         return EXIT_USAGE
-    from bot.serve import serve
+    from bot.web.serve import serve
 
     serve(settings, args.host, args.port)
     return EXIT_CLEAN
@@ -120,8 +122,9 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from bot.pipeline import Options, process_attempt
-    from bot.replay import LocalGitHub, ReplayError, load_payload, render
+    from bot.local.replay import LocalGitHub, ReplayError, load_payload, render
+    from bot.pipeline.attempt import process_workflow_run
+    from bot.pipeline.scope import Options
 
     try:
         payload = load_payload(Path(args.payload))
@@ -130,8 +133,7 @@ def _replay(args: argparse.Namespace) -> int:
         print(f"flaketally: {exc}", file=sys.stderr)
         return EXIT_USAGE
     with tempfile.TemporaryDirectory(prefix="flaketally-replay-") as scratch:
-        url = f"sqlite:///{scratch}/replay.db" if args.dry_run else (
-            args.db or os.environ.get("DATABASE_URL") or DEFAULT_DB)
+        url = f"sqlite:///{scratch}/replay.db" if args.dry_run else (args.db or database_url())
         try:
             store = Store.open(url)
         except StoreError as exc:
@@ -140,10 +142,15 @@ def _replay(args: argparse.Namespace) -> int:
         try:
             installation = payload.get("installation") or {}
             repository = payload.get("repository") or {}
-            process_attempt(
-                store, github, installation_id=int(installation.get("id") or 0), repo=github.repo,
-                repo_github_id=int(repository.get("id") or 0), run_id=github.run.id,
-                attempt=github.run.run_attempt, options=Options(policy=CommitVerdict(args.single_fail_policy)),
+            process_workflow_run(
+                store,
+                github,
+                installation_id=int(installation.get("id") or 0),
+                repo=github.repo,
+                repo_id=int(repository.get("id") or 0),
+                run_id=github.run.id,
+                attempt=github.run.run_attempt,
+                options=Options(policy=CommitVerdict(args.single_fail_policy)),
             )
         finally:
             store.close()
@@ -152,7 +159,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    url = args.db or os.environ.get("DATABASE_URL") or DEFAULT_DB
+    url = args.db or database_url()
     try:
         store = Store.open(url)
     except StoreError as exc:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bot.github.limits import DEFAULT_API_URL
+
 MIB = 1 << 20
-DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_DATABASE_URL = "flaketally.db"
 DEFAULT_QUEUE = "flaketally"
@@ -72,10 +73,15 @@ class Settings:
             webhook_secret=_webhook_secret(environ),
             api_url=_api_url(environ),
             redis_url=_redis_url(environ),
-            database_url=_non_empty(environ, "DATABASE_URL", DEFAULT_DATABASE_URL),
+            database_url=database_url(environ),
             queue_name=_queue_name(environ),
             artifact_patterns=_artifact_patterns(environ),
         )
+
+
+def database_url(environ: Mapping[str, str] = os.environ) -> str:
+    """``DATABASE_URL``, else the embedded SQLite default: what every command opens, App or not."""
+    return _non_empty(environ, "DATABASE_URL", DEFAULT_DATABASE_URL)
 
 
 def _artifact_patterns(environ: Mapping[str, str]) -> tuple[str, ...]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.identity import ExecutionContext, RunIdentity
-from bot.junit import Attempt, Outcome, Report, TestResult
+from bot.core.identity import ExecutionContext, RunIdentity
+from bot.core.results import Attempt, Outcome, Report, TestResult
 
 P, F, E, S = Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.SKIPPED
 

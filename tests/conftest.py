@@ -13,6 +13,7 @@ from psycopg import sql
 
 from bot.store import Store
 from tests.support import services
+from workers import jobs
 
 pytest_plugins = ["tests.conftest_github"]
 
@@ -31,6 +32,15 @@ def shared_path(*parts: str) -> Path:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     services.stop_all()
+
+
+@pytest.fixture(autouse=True)
+def fresh_worker_state() -> Iterator[None]:
+    """Each test starts with a worker that has read nothing: what one test configured (its store, its
+    Redis, its fake GitHub) never reaches the next."""
+    jobs.reset()
+    yield
+    jobs.reset()
 
 
 @pytest.fixture(scope="session")

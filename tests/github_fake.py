@@ -37,7 +37,7 @@ import respx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot.github import GitHubPort
+from bot.github.port import GitHubPort
 
 API_URL = "https://api.github.com"
 BLOB_URL = "https://blob.actions.test"

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import junit
-from bot.artifacts import (
+from bot.core import junit
+from bot.core.results import ReportRefused
+from bot.github.artifacts import (
     ArchiveLimits,
     ArchiveRefused,
     ArchiveWarning,
@@ -209,7 +210,7 @@ def test_a_member_declaring_fewer_bytes_than_it_holds_is_cut_and_refused_while_r
     with pytest.raises(MemberRefused) as refused:
         stream.read()
     assert refused.value.reason is Refusal.CORRUPT and "CRC" in refused.value.detail
-    assert isinstance(refused.value, junit.ReportRefused)  # what junit.parse callers already catch
+    assert isinstance(refused.value, ReportRefused)  # what junit.parse callers already catch
 
 
 def test_a_member_declaring_more_compressed_bytes_than_the_archive_holds_is_refused() -> None:

@@ -52,10 +52,27 @@ def test_json_document_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert (doc["flaketally"], doc["version"]) == ("analysis", 1)
     assert set(doc) >= {"policy", "rates", "currency", "warnings", "tests"}
     test = next(t for t in doc["tests"] if t["name"] == "test_apply_coupon")
-    assert set(test) >= {"classname", "name", "id", "family", "context", "verdict", "commits", "score",
-                         "lower_bound", "cost", "evidence"}
-    assert set(test["cost"]) == {"events", "wasted_compute_minutes", "developer_minutes", "compute",
-                                 "developer", "total"}
+    assert set(test) >= {
+        "classname",
+        "name",
+        "id",
+        "family",
+        "context",
+        "verdict",
+        "commits",
+        "score",
+        "lower_bound",
+        "cost",
+        "evidence",
+    }
+    assert set(test["cost"]) == {
+        "events",
+        "wasted_compute_minutes",
+        "developer_minutes",
+        "compute",
+        "developer",
+        "total",
+    }
     assert set(test["commits"][0]) >= {"sha", "verdict", "attempts", "passed", "failed"}
     assert test["verdict"] == "flaky"
 
@@ -94,8 +111,9 @@ def test_rates_and_currency_are_declared_inputs(tmp_path: Path, capsys: pytest.C
 
 def test_single_fail_policy_is_printed_and_applied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     one = tmp_path / "one.xml"
-    one.write_text('<testsuite commit="abc" attempt="1"><testcase classname="m" name="t"><failure/></testcase>'
-                   "</testsuite>")
+    one.write_text(
+        '<testsuite commit="abc" attempt="1"><testcase classname="m" name="t"><failure/></testcase></testsuite>'
+    )
     _, out, _ = run(capsys, str(one), "--db", str(tmp_path / "s.db"), "--single-fail-policy", "failing")
     assert "policy\tsingle-fail=failing\n" in out
     assert "commit\tfailing\tm::t\t" in out

@@ -35,8 +35,9 @@ from typing import Any
 
 import pytest
 
-from bot.junit import Outcome, Report, ReportRefused, parse
-from bot.junit import TestResult as Result  # a Test* name would be collected by pytest
+from bot.core.junit import parse
+from bot.core.results import Outcome, Report, ReportRefused
+from bot.core.results import TestResult as Result  # a Test* name would be collected by pytest
 from tests.conftest import SHARED, shared_path
 
 pytestmark = pytest.mark.shared

@@ -23,11 +23,11 @@ import pytest
 import redis
 from rq import Queue, SimpleWorker
 
-from bot.github import GitHubUnavailable
-from bot.render_github import MARKER
+from bot.github.bodies import MARKER
+from bot.github.errors import GitHubUnavailable
 from bot.settings import Settings
 from bot.store import Store
-from bot.web import create_app
+from bot.web.app import create_app
 from tests.github_fake import SHA, FakeGitHub, FakeRun, zip_of
 from workers import jobs
 
@@ -70,32 +70,39 @@ class App:
             store=self.store,
             connection=self.redis,
             port_factory=lambda _settings, connection, installation: github.port(
-                installation_id=installation, on_response=jobs.response_metrics(connection)),
+                installation_id=installation, on_response=jobs.response_metrics(connection)
+            ),
         )
         self.deliveries = 0
 
     def deliver(self, run: FakeRun, attempt: int, action: str = "completed") -> Any:
-        return self.send("workflow_run", {
-            "action": action,
-            "installation": {"id": self.github.installation_id},
-            "repository": {"id": 1296269, "full_name": run.repo},
-            "workflow_run": {
-                "id": run.id,
-                "run_attempt": attempt,
-                "head_sha": run.head_sha,
-                "pull_requests": [{"number": n} for n in run.pull_requests],
+        return self.send(
+            "workflow_run",
+            {
+                "action": action,
+                "installation": {"id": self.github.installation_id},
+                "repository": {"id": 1296269, "full_name": run.repo},
+                "workflow_run": {
+                    "id": run.id,
+                    "run_attempt": attempt,
+                    "head_sha": run.head_sha,
+                    "pull_requests": [{"number": n} for n in run.pull_requests],
+                },
             },
-        })
+        )
 
     def send(self, event: str, payload: dict[str, Any]) -> httpx.Response:
         self.deliveries += 1
         body = json.dumps(payload).encode()
-        return self.post(body, {
-            "X-GitHub-Event": event,
-            "X-GitHub-Delivery": f"delivery-{self.deliveries}",
-            "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
-            "Content-Type": "application/json",
-        })
+        return self.post(
+            body,
+            {
+                "X-GitHub-Event": event,
+                "X-GitHub-Delivery": f"delivery-{self.deliveries}",
+                "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+                "Content-Type": "application/json",
+            },
+        )
 
     def post(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
         async def send() -> httpx.Response:
@@ -135,8 +142,18 @@ def golden(name: str, text: str) -> None:
 def check_text(github: FakeGitHub, check_id: int) -> str:
     check = github.check_runs[check_id]
     out = check.output or {}
-    parts = [f"conclusion: {check.conclusion}", f"title: {out.get('title')}", "", "## summary", out.get("summary", ""),
-             "", "## text", out.get("text") or "", "", "## annotations"]
+    parts = [
+        f"conclusion: {check.conclusion}",
+        f"title: {out.get('title')}",
+        "",
+        "## summary",
+        out.get("summary", ""),
+        "",
+        "## text",
+        out.get("text") or "",
+        "",
+        "## annotations",
+    ]
     parts += [json.dumps(a, sort_keys=True, ensure_ascii=False) for a in check.annotations]
     return "\n".join(parts) + "\n"
 
@@ -182,7 +199,7 @@ def test_a_failure_that_passes_on_the_rerun_is_flaky_in_the_same_comment(app: Ap
     assert "USD so far" in edited.body
     checks = flaketally_checks(github)
     assert github.check_runs[checks[-1]].conclusion == "success"
-    summary = github.check_runs[checks[-1]].output["summary"]  # type: ignore[index]
+    summary = github.check_runs[checks[-1]].output["summary"]
     assert summary.startswith("Success: the only failure, `test_apply_coupon`, passed on a rerun of the same commit.")
     golden("attempt2-flaky.comment.md", edited.body)
     golden("attempt2-flaky.check.md", check_text(github, checks[-1]))
@@ -199,9 +216,7 @@ def test_a_failure_that_reproduces_on_the_rerun_is_failing(app: App, github: Fak
 
     check = github.check_runs[flaketally_checks(github)[-1]]
     assert check.conclusion == "failure"
-    assert check.output["summary"].startswith(  # type: ignore[index]
-        "Failure: `test_apply_coupon` failed on every attempt of 3484a3f."
-    )
+    assert check.output["summary"].startswith("Failure: `test_apply_coupon` failed on every attempt of 3484a3f.")
     (comment,) = github.comments_on("acme/widgets", PR)
     assert "**failing**" in comment.body
     assert "Look at your change" in comment.body
@@ -209,7 +224,10 @@ def test_a_failure_that_reproduces_on_the_rerun_is_failing(app: App, github: Fak
     golden("attempt2-failing.check.md", check_text(github, flaketally_checks(github)[-1]))
     annotation = check.annotations[0]
     assert (annotation["path"], annotation["start_line"], annotation["annotation_level"]) == (
-        "tests/payments/test_checkout.py", 42, "failure")
+        "tests/payments/test_checkout.py",
+        42,
+        "failure",
+    )
 
 
 def test_reprocessing_an_attempt_changes_nothing(app: App, github: FakeGitHub) -> None:
@@ -240,7 +258,7 @@ def test_injected_names_render_inert(app: App, github: FakeGitHub) -> None:
     app.work()
     (comment,) = github.comments_on("acme/widgets", PR)
     check = github.check_runs[flaketally_checks(github)[0]]
-    texts = {"comment": comment.body, "summary": check.output["summary"], "text": check.output["text"]}  # type: ignore[index]
+    texts = {"comment": comment.body, "summary": check.output["summary"], "text": check.output["text"]}
     for where, text in texts.items():
         assert text.count("<!-- flaketally:comment -->") == (1 if where == "comment" else 0), where
         assert len(text) <= 65_535
@@ -265,7 +283,7 @@ def test_expired_artifacts_are_named_in_the_check_run(app: App, github: FakeGitH
     app.deliver(run, 1)
     app.work()
     check = github.check_runs[flaketally_checks(github)[0]]
-    summary = check.output["summary"].replace("\\", "")  # type: ignore[index]  # Markdown escapes
+    summary = check.output["summary"].replace("\\", "")  # Markdown escapes
     assert "Not judged: artifact 'junit-old' of attempt 1 has expired" in summary
     assert check.conclusion == "neutral"
 
@@ -278,15 +296,18 @@ def test_a_job_that_finally_fails_concludes_its_check_run_saying_so(app: App, gi
     (check_id,) = flaketally_checks(github)
     check = github.check_runs[check_id]
     assert (check.status, check.conclusion) == ("completed", "neutral")
-    assert check.output["summary"].startswith("Neutral: Flaketally could not finish (GitHubUnavailable")  # type: ignore[index]
+    assert check.output["summary"].startswith("Neutral: Flaketally could not finish (GitHubUnavailable")
 
 
 def test_a_deleted_installation_is_no_longer_processed(app: App, github: FakeGitHub) -> None:
-    answer = app.send("installation", {
-        "action": "deleted",
-        "installation": {"id": github.installation_id, "account": {"login": "acme"}},
-        "repositories": [{"id": 1296269, "full_name": "acme/widgets"}],
-    })
+    answer = app.send(
+        "installation",
+        {
+            "action": "deleted",
+            "installation": {"id": github.installation_id, "account": {"login": "acme"}},
+            "repositories": [{"id": 1296269, "full_name": "acme/widgets"}],
+        },
+    )
     assert answer.status_code == 202
     app.work()
     run = pull_request_run(github, junit(test_apply_coupon="fail"))
@@ -361,12 +382,15 @@ def test_rerequested_judges_again(app: App, github: FakeGitHub) -> None:
     app.work()
     (check_id,) = flaketally_checks(github)
     patches = len(github.calls("update_check_run"))
-    answer = app.send("check_run", {
-        "action": "rerequested",
-        "installation": {"id": github.installation_id},
-        "repository": {"id": 1296269, "full_name": "acme/widgets"},
-        "check_run": {"id": check_id, "head_sha": SHA},
-    })
+    answer = app.send(
+        "check_run",
+        {
+            "action": "rerequested",
+            "installation": {"id": github.installation_id},
+            "repository": {"id": 1296269, "full_name": "acme/widgets"},
+            "check_run": {"id": check_id, "head_sha": SHA},
+        },
+    )
     assert answer.status_code == 202
     app.work()
     assert flaketally_checks(github) == [check_id]
@@ -410,8 +434,7 @@ def test_an_attempt_listing_no_jobs_keeps_the_context_of_the_run(app: App, githu
     app.deliver(run, 1)
     app.work()
     github.add_attempt(run, conclusion="success")  # GitHub lists no job for this attempt
-    github.add_artifact(run, "junit-results", zip_of({"reports/junit.xml": junit(test_apply_coupon="pass")}),
-                        attempt=2)
+    github.add_artifact(run, "junit-results", zip_of({"reports/junit.xml": junit(test_apply_coupon="pass")}), attempt=2)
     app.deliver(run, 2)
     app.work()
     (comment,) = github.comments_on("acme/widgets", PR)
@@ -420,7 +443,9 @@ def test_an_attempt_listing_no_jobs_keeps_the_context_of_the_run(app: App, githu
 
 def test_artifact_name_patterns_choose_what_is_read(app: App, github: FakeGitHub) -> None:
     jobs.configure(
-        dataclasses.replace(app.settings, artifact_patterns=("junit-*",)), store=app.store, connection=app.redis,
+        dataclasses.replace(app.settings, artifact_patterns=("junit-*",)),
+        store=app.store,
+        connection=app.redis,
         port_factory=lambda _s, connection, installation: github.port(installation_id=installation),
     )
     run = pull_request_run(github, junit(test_apply_coupon="fail"))  # "junit-results": read

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.cost import Rates
-from bot.findings import Advice, Conclusion, build
-from bot.identity import ExecutionContext
-from bot.store import Observation, TestHistory
-from bot.verdicts import CommitVerdict
+from bot.core.cost import Rates
+from bot.core.findings import Advice, Conclusion, commit_report
+from bot.core.identity import ExecutionContext
+from bot.core.observations import Observation, TestHistory
+from bot.core.verdicts import CommitVerdict
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
@@ -16,18 +16,36 @@ CTX = ExecutionContext(workflow=".github/workflows/ci.yml", job="test (3.11)", o
 
 
 def obs(commit: str, outcomes: str, attempt: int = 1, days_ago: float = 0.1) -> Observation:
-    return Observation(0, commit, attempt, 163, (NOW - timedelta(days=days_ago)).isoformat(), outcomes, 0.8,
-                       "AssertionError: boom" if "F" in outcomes else "")
+    return Observation(
+        0,
+        commit,
+        attempt,
+        163,
+        (NOW - timedelta(days=days_ago)).isoformat(),
+        outcomes,
+        0.8,
+        "AssertionError: boom" if "F" in outcomes else "",
+    )
 
 
 def hist(name: str, *observations: Observation) -> TestHistory:
-    return TestHistory(f"tests.mod::{name}", f"tests.mod::{name}", "tests.mod", name, "tests/test_mod.py", 12, CTX,
-                       list(observations))
+    return TestHistory(
+        f"tests.mod::{name}", f"tests.mod::{name}", "tests.mod", name, "tests/test_mod.py", 12, CTX, list(observations)
+    )
 
 
 def report(*histories: TestHistory, previously: frozenset[tuple[str, str]] = frozenset()):  # type: ignore[no-untyped-def]
-    return build("acme/widgets", HEAD, histories, policy=CommitVerdict.UNDETERMINED, rates=Rates(), now=NOW,
-                 previously_known=previously, tests_seen=10, reports=len(histories) or 1)
+    return commit_report(
+        "acme/widgets",
+        HEAD,
+        histories,
+        policy=CommitVerdict.UNDETERMINED,
+        rates=Rates(),
+        now=NOW,
+        previously_known=previously,
+        tests_seen=10,
+        reports=len(histories) or 1,
+    )
 
 
 def test_nothing_failed_is_success() -> None:
@@ -47,8 +65,10 @@ def test_a_failure_that_passed_on_a_rerun_is_success() -> None:
 
 
 def test_a_failure_on_every_attempt_is_failure() -> None:
-    r = report(hist("test_pdf_header", obs(HEAD, "F", 1), obs(HEAD, "F", 2)),
-               hist("test_apply_coupon", obs(HEAD, "F", 1), obs(HEAD, "P", 2)))
+    r = report(
+        hist("test_pdf_header", obs(HEAD, "F", 1), obs(HEAD, "F", 2)),
+        hist("test_apply_coupon", obs(HEAD, "F", 1), obs(HEAD, "P", 2)),
+    )
     assert [f.verdict for f in r.findings] == [CommitVerdict.FAILING, CommitVerdict.FLAKY]
     assert r.gate.conclusion is Conclusion.FAILURE
     assert r.gate.reason == "Failure: test_pdf_header failed on every attempt of 3484a3f."
@@ -79,7 +99,7 @@ def test_no_longer_flaky_is_announced_when_the_memory_ends() -> None:
 
 
 def test_no_report_is_neutral() -> None:
-    r = build("acme/widgets", HEAD, [], policy=CommitVerdict.UNDETERMINED, rates=Rates(), now=NOW)
+    r = commit_report("acme/widgets", HEAD, [], policy=CommitVerdict.UNDETERMINED, rates=Rates(), now=NOW)
     assert r.gate.conclusion is Conclusion.NEUTRAL
     assert "no JUnit report" in r.gate.reason
 

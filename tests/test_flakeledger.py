@@ -28,8 +28,11 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]
 def test_labels_match_the_worked_example(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, doc = run_json(capsys, str(SAMPLES), "--db", store_url)
     assert code == 1
-    judged = {(t["id"], c["sha"]): (c["verdict"], c["attempts"], c["passed"], c["failed"])
-              for t in doc["tests"] for c in t["commits"]}
+    judged = {
+        (t["id"], c["sha"]): (c["verdict"], c["attempts"], c["passed"], c["failed"])
+        for t in doc["tests"]
+        for c in t["commits"]
+    }
     assert judged == EXPECTED
     # the nine other (test, commit) pairs passed on every attempt: counted, not listed
     assert sum(t["passing_commits"] for t in doc["tests"]) == 9
@@ -45,7 +48,10 @@ def test_cost_table_is_exact(store_url: str, capsys: pytest.CaptureFixture[str])
     assert round(coupon["wasted_compute_minutes"], 3) == 0.028
     assert round(replica["wasted_compute_minutes"], 3) == 0.075
     assert (round(coupon["compute"], 4), round(coupon["developer"], 4), round(coupon["total"], 4)) == (
-        0.0002, 45.0, 45.0002)
+        0.0002,
+        45.0,
+        45.0002,
+    )
     assert (round(replica["compute"], 4), round(replica["total"], 4)) == (0.0006, 22.5006)
     assert [r["id"] for r in doc["ranking"]] == [
         "tests.payments.test_checkout::test_apply_coupon",

@@ -10,19 +10,10 @@ from typing import Any
 import pytest
 import redis
 
-from bot.github import (
-    MAX_ANNOTATION_BYTES,
-    MAX_COMMENT,
-    MAX_OUTPUT_TEXT,
-    Annotation,
-    ArtifactGone,
-    ArtifactTooLarge,
-    CheckOutput,
-    GitHubError,
-    GitHubUnavailable,
-    Job,
-    RunSummary,
-    bounded_comment_body,
+from bot.github.errors import ArtifactGone, ArtifactTooLarge, GitHubError, GitHubUnavailable
+from bot.github.limits import MAX_ANNOTATION_BYTES, MAX_COMMENT, MAX_OUTPUT_TEXT
+from bot.github.models import Job, RunSummary
+from bot.github.parsing import (
     parse_artifact,
     parse_check_run,
     parse_comment,
@@ -30,8 +21,8 @@ from bot.github import (
     parse_pull,
     parse_run_attempt,
     parse_run_summary,
-    split_repo,
 )
+from bot.github.payloads import Annotation, CheckOutput, split_repo
 from tests.conftest import shared_path
 from tests.github_fake import SHA, FakeGitHub, private_key_pem, zip_of
 
@@ -316,7 +307,6 @@ def test_bounded_makes_any_text_fit() -> None:
     assert Annotation.bounded("a.py", 7, 3, "notice", "").message == "(no message)"
     output = CheckOutput.bounded(huge, huge, huge, [annotation])
     assert len(output.title) == 255 and len(output.summary) == len(output.text or "") == MAX_OUTPUT_TEXT
-    assert len(bounded_comment_body(huge)) == MAX_COMMENT
 
 
 def test_check_run_status_rules(github: FakeGitHub) -> None:
@@ -503,10 +493,16 @@ def test_on_response_sees_every_response(github: FakeGitHub) -> None:
 
 
 def test_a_broken_metrics_callback_does_not_break_calls(github: FakeGitHub) -> None:
+    seen: list[int] = []
+
     def broken(status: int, remaining: int | None) -> None:
+        seen.append(status)
         raise RuntimeError("metrics down")
 
-    github.port(on_response=broken).list_issue_comments(REPO, 7)
+    github.add_comment(REPO, 7, "first")
+    comments = github.port(on_response=broken).list_issue_comments(REPO, 7)
+    assert seen == [201, 200]  # the callback raised on the token and on the listing
+    assert [c.body for c in comments] == ["first"]  # and the call still answered
 
 
 # --- tokens ---------------------------------------------------------------------------------------

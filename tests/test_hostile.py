@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 
 from bot.cli import main
-from bot.identity import MAX_NAME
-from bot.junit import MAX_MESSAGE, Outcome, ReportRefused, parse
+from bot.core.identity import MAX_NAME
+from bot.core.junit import parse
+from bot.core.results import MAX_MESSAGE, Outcome, ReportRefused
 from tests.conftest import FIXTURES, ROOT
 
 HOSTILE = FIXTURES / "hostile"
@@ -46,7 +47,8 @@ CHILD = r"""
 import json, sys
 mode, path, *forbidden = sys.argv[1:]
 if mode == "ours":
-    from bot.junit import ReportRefused, parse
+    from bot.core.junit import parse
+    from bot.core.results import ReportRefused
 else:  # the control: the standard library's SAX parser, external general entities allowed
     import xml.sax, xml.sax.handler
     from xml.sax.handler import ContentHandler
@@ -106,7 +108,11 @@ def run_child(mode: str, path: Path, *forbidden: str) -> tuple[dict[str, Any], s
     try:
         done = subprocess.run(
             [sys.executable, "-c", CHILD, mode, str(path), *forbidden],
-            capture_output=True, text=True, timeout=GUARD_TIMEOUT, cwd=ROOT, check=False,
+            capture_output=True,
+            text=True,
+            timeout=GUARD_TIMEOUT,
+            cwd=ROOT,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"parsing {path.name} did not finish (hang guard)")
@@ -163,8 +169,11 @@ def test_the_audit_hook_sees_an_external_entity_read(tmp_path: Path) -> None:
     assert any(canary.name in leak for leak in naive["leaks"]), naive
 
     ours, everything = run_child("ours", report, canary.name)
-    assert ours == {"refused": f"ReportRefused: refused: DTDForbidden ({_NOT_READ})", "leaks": [],
-                    "opened": [str(report)]}
+    assert ours == {
+        "refused": f"ReportRefused: refused: DTDForbidden ({_NOT_READ})",
+        "leaks": [],
+        "opened": [str(report)],
+    }
     assert "CANARY" not in everything
 
 
@@ -180,6 +189,7 @@ def test_external_dtd_attempts_no_connection_in_process(monkeypatch: pytest.Monk
         def record(*args: object, **kwargs: object) -> None:
             calls.append(what)
             raise OSError(f"blocked by the test: {what}")
+
         return record
 
     monkeypatch.setattr(socket.socket, "connect", refuse("socket.connect"))

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import io
-from typing import NamedTuple
+from typing import IO, NamedTuple, cast
 
 import pytest
 
-from bot.identity import MAX_NAME
-from bot.junit import MAX_MESSAGE, Attempt, Outcome, Report, ReportRefused, first_line, parse
-from bot.junit import TestResult as Result  # a Test* name would be collected by pytest
+from bot.core.identity import MAX_NAME
+from bot.core.junit import parse
+from bot.core.results import MAX_MESSAGE, Attempt, Outcome, Report, ReportRefused, first_line
+from bot.core.results import TestResult as Result  # a Test* name would be collected by pytest
 from tests.conftest import FIXTURES
 
 P, F, E, S = Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.SKIPPED
@@ -38,7 +39,8 @@ class Trickle(io.RawIOBase):
 
 def read(xml: str, *, trickle: int | None = None) -> Report:
     data = xml.encode()
-    return parse(Trickle(data, trickle) if trickle else io.BytesIO(data))
+    stream = cast(IO[bytes], Trickle(data, trickle)) if trickle else io.BytesIO(data)
+    return parse(stream)
 
 
 def codes(result: Result) -> str:
@@ -63,13 +65,17 @@ def suite(cases: str, **attrs: str) -> str:
 
 
 def test_flaky_elements_are_failed_attempts_before_the_pass() -> None:
-    result = only(read(suite("""
+    result = only(
+        read(
+            suite("""
         <testcase classname="com.example.T" name="flaky" time="0.5">
           <flakyFailure message="first line&#10;second line" type="AssertionError" time="0.2">
             <stackTrace>java.lang.AssertionError: first line</stackTrace>
           </flakyFailure>
           <flakyError message="connection reset" time="0.3"/>
-        </testcase>""")))
+        </testcase>""")
+        )
+    )
     assert result.attempts == (
         Attempt(F, 0.2, "first line"),
         Attempt(E, 0.3, "connection reset"),
@@ -79,15 +85,22 @@ def test_flaky_elements_are_failed_attempts_before_the_pass() -> None:
 
 
 def test_rerun_elements_follow_the_final_failure() -> None:
-    result = only(read(suite("""
+    result = only(
+        read(
+            suite("""
         <testcase classname="com.example.T" name="broken" time="0.4">
           <failure message="expected 4">trace</failure>
           <rerunFailure message="expected 4, again" time="0.3"><stackTrace>trace</stackTrace></rerunFailure>
           <rerunError message="timed out"/>
-        </testcase>""")))
+        </testcase>""")
+        )
+    )
     # A rerun element without its own time is given the testcase's.
-    assert result.attempts == (Attempt(F, 0.4, "expected 4"), Attempt(F, 0.3, "expected 4, again"),
-                               Attempt(E, 0.4, "timed out"))
+    assert result.attempts == (
+        Attempt(F, 0.4, "expected 4"),
+        Attempt(F, 0.3, "expected 4, again"),
+        Attempt(E, 0.4, "timed out"),
+    )
     assert result.outcome is E and result.message == "expected 4"
 
 
@@ -98,12 +111,16 @@ def test_rerun_elements_without_a_final_failure_end_in_a_pass() -> None:
 
 def test_nested_output_inside_a_retry_element_is_not_its_message() -> None:
     """cargo-nextest writes <system-out>/<system-err> inside each flaky or rerun element."""
-    result = only(read(suite("""
+    result = only(
+        read(
+            suite("""
         <testcase classname="planted::planted" name="flaky" time="0.007">
           <flakyFailure time="0.011" type="test failure">thread 'flaky' panicked at tests/p.rs:60:5
             <system-out>running 1 test</system-out><system-err>more</system-err>
           </flakyFailure>
-        </testcase>""")))
+        </testcase>""")
+        )
+    )
     assert result.attempts == (Attempt(F, 0.011, "thread 'flaky' panicked at tests/p.rs:60:5"), Attempt(P, 0.007))
 
 
@@ -111,12 +128,16 @@ def test_nested_output_inside_a_retry_element_is_not_its_message() -> None:
 
 
 def test_several_failures_are_one_attempt_each_sharing_the_time() -> None:
-    result = only(read(suite("""
+    result = only(
+        read(
+            suite("""
         <testcase classname="a.test.js" name="a &gt; t" time="0.9">
           <failure message="one" type="AssertionError">AssertionError: one</failure>
           <failure message="two" type="AssertionError">AssertionError: two</failure>
           <failure message="three" type="AssertionError">AssertionError: three</failure>
-        </testcase>""")))
+        </testcase>""")
+        )
+    )
     assert [(a.outcome, a.message) for a in result.attempts] == [(F, "one"), (F, "two"), (F, "three")]
     assert [a.duration for a in result.attempts] == pytest.approx([0.3, 0.3, 0.3])
     assert result.message == "one"
@@ -171,7 +192,9 @@ def test_playwright_rerun_elements_are_not_counted_twice() -> None:
     )
     fails = by_id(read(xml))["a.spec.js::s › fails [chromium]"]
     assert [(a.outcome, a.message) for a in fails.attempts] == [
-        (F, "expect(received).toBe(expected)"), (F, "retry one"), (F, "retry two"),
+        (F, "expect(received).toBe(expected)"),
+        (F, "retry one"),
+        (F, "retry two"),
     ]
 
 
@@ -180,12 +203,14 @@ def test_playwright_rerun_elements_are_not_counted_twice() -> None:
 
 def test_a_testcase_repeated_in_one_suite_is_one_test_with_an_attempt_each() -> None:
     """gotestsum --rerun-fails, Gradle without mergeReruns: one entry per attempt, in order."""
-    report = read(suite("""
+    report = read(
+        suite("""
         <testcase classname="example.com/pkg" name="TestA" time="0.1"><failure message="Failed"/></testcase>
         <testcase classname="example.com/pkg" name="TestB" time="0.1"/>
         <testcase classname="example.com/pkg" name="TestA" time="0.2"/>
         <testcase classname="example.com/pkg" name="TestC"/>
-        <testcase classname="example.com/pkg" name="TestC"/>"""))
+        <testcase classname="example.com/pkg" name="TestC"/>""")
+    )
     assert [(r.id, codes(r)) for r in report.results] == [
         ("example.com/pkg::TestA", "FP"),
         ("example.com/pkg::TestB", "P"),
@@ -254,7 +279,9 @@ def test_one_name_in_two_suites_is_two_tests() -> None:
 def test_testcases_without_a_name_are_not_merged() -> None:
     report = read(suite('<testcase/><testcase><skipped/></testcase><testcase name=" "><failure/></testcase>'))
     assert [(r.name, codes(r)) for r in report.results] == [
-        ("(unnamed testcase 1)", "P"), ("(unnamed testcase 2)", "S"), ("(unnamed testcase 3)", "F"),
+        ("(unnamed testcase 1)", "P"),
+        ("(unnamed testcase 2)", "S"),
+        ("(unnamed testcase 3)", "F"),
     ]
 
 
@@ -266,7 +293,9 @@ def test_ids_stay_unique_when_a_qualified_name_meets_a_written_one() -> None:
     </testsuites>"""
     report = read(xml)
     assert [(r.id, codes(r)) for r in report.results] == [
-        ("a::c::t", "P"), ("b::c::t", "P"), ("a::c::t (2)", "F"),
+        ("a::c::t", "P"),
+        ("b::c::t", "P"),
+        ("a::c::t (2)", "F"),
     ]
 
 
@@ -301,8 +330,9 @@ def test_error() -> None:
 
 def test_failure_and_error_together_are_one_errored_attempt() -> None:
     """pytest: the test failed, then its teardown errored; one run, not two."""
-    xml = suite('<testcase name="t" time="0.2"><failure message="assert 1 == 2"/><error message="teardown"/>'
-                '</testcase>')
+    xml = suite(
+        '<testcase name="t" time="0.2"><failure message="assert 1 == 2"/><error message="teardown"/></testcase>'
+    )
     assert only(read(xml)).attempts == (Attempt(E, 0.2, "assert 1 == 2"),)
 
 
@@ -354,8 +384,9 @@ def test_properties_give_commit_attempt_runtime_os_and_arch() -> None:
 
 
 def test_go_version_is_the_runtime() -> None:
-    xml = suite('<properties><property name="go.version" value="go1.22.1 linux/amd64"/></properties>'
-                '<testcase name="t"/>')
+    xml = suite(
+        '<properties><property name="go.version" value="go1.22.1 linux/amd64"/></properties><testcase name="t"/>'
+    )
     assert read(xml).runtime == "go1.22.1 linux/amd64"
 
 
@@ -379,7 +410,13 @@ def test_an_attempt_that_is_not_a_small_number_is_unknown(value: str) -> None:
 def test_no_run_identity_in_the_report() -> None:
     report = read(suite('<testcase name="t"/>'))
     assert (report.commit, report.attempt, report.timestamp, report.runtime, report.os, report.arch) == (
-        None, None, None, "", "", "")
+        None,
+        None,
+        None,
+        "",
+        "",
+        "",
+    )
 
 
 def test_digest_and_size_are_of_the_bytes_read() -> None:
@@ -424,8 +461,9 @@ def test_the_message_is_the_first_non_empty_line() -> None:
 
 
 def test_without_a_message_attribute_the_text_gives_it() -> None:
-    xml = suite('<testcase name="t"><failure type="AssertionError">\n\n  AssertionError: 1 != 2\n  at x\n</failure>'
-                '</testcase>')
+    xml = suite(
+        '<testcase name="t"><failure type="AssertionError">\n\n  AssertionError: 1 != 2\n  at x\n</failure></testcase>'
+    )
     assert only(read(xml)).message == "AssertionError: 1 != 2"
 
 
@@ -454,11 +492,13 @@ def test_an_empty_failure_otherwise_takes_the_first_line_of_system_out() -> None
 
 
 def test_test_id_and_family_id() -> None:
-    report = read(suite("""
+    report = read(
+        suite("""
         <testcase classname="tests.test_up" name="test_upload[s3]"/>
         <testcase classname="tests.test_up" name="test_upload[gcs-eu]"/>
         <testcase classname="planted.test.js" name="planted &gt; param[b]" file="planted.test.js"/>
-        <testcase classname="example.com/p" name="Test_param/b"/>"""))
+        <testcase classname="example.com/p" name="Test_param/b"/>""")
+    )
     assert [(r.id, r.family) for r in report.results] == [
         ("tests.test_up::test_upload[s3]", "tests.test_up::test_upload"),
         ("tests.test_up::test_upload[gcs-eu]", "tests.test_up::test_upload"),
@@ -554,8 +594,11 @@ RUNNERS = {
             ("planted order_dep::planted order_dep", "P"),
             ("planted param[b]::planted param[b]", "P"),
             ("planted skipped_one::planted skipped_one", "S"),
-            ("planted always_fail::planted always_fail", "F",
-             "Error: expect(received).toEqual(expected) // deep equality"),
+            (
+                "planted always_fail::planted always_fail",
+                "F",
+                "Error: expect(received).toEqual(expected) // deep equality",
+            ),
             ("planted flaky_p30::planted flaky_p30", "P"),
             ("planted stable_pass::planted stable_pass", "P"),
             ("planted regress_at::planted regress_at", "P"),
@@ -571,8 +614,11 @@ RUNNERS = {
             ("planted order_dep::planted order_dep", "P"),
             ("planted param[a]::planted param[a]", "P"),
             ("planted flaky_p30::planted flaky_p30", "P"),
-            ("planted always_fail::planted always_fail", "F",
-             "Error: expect(received).toEqual(expected) // deep equality"),
+            (
+                "planted always_fail::planted always_fail",
+                "F",
+                "Error: expect(received).toEqual(expected) // deep equality",
+            ),
             ("planted flaky_p05::planted flaky_p05", "P"),
             ("planted regress_at::planted regress_at", "P"),
             ("planted skipped_one::planted skipped_one", "S"),
@@ -582,9 +628,12 @@ RUNNERS = {
         meta=("2026-12-01T20:11:39", "", "", ""),
         results=[
             ("stable_pass::planted stable_pass", "P"),
-            ("always_fail::planted always_fail", "F",
-             "Expected values to be strictly deep-equal: + actual - expected    [     '1',    "
-             " '2', +   '3' -   '4'   ]"),
+            (
+                "always_fail::planted always_fail",
+                "F",
+                "Expected values to be strictly deep-equal: + actual - expected    [     '1',    "
+                " '2', +   '3' -   '4'   ]",
+            ),
             ("flaky_p30::planted flaky_p30", "P"),
             ("flaky_p05::planted flaky_p05", "P"),
             ("regress_at::planted regress_at", "P"),
@@ -597,26 +646,25 @@ RUNNERS = {
         results=[
             ("planted::planted::flaky_p05", "FP", "thread 'flaky_p05' (20643) panicked at tests/planted.rs:60:5"),
             ("planted::planted::flaky_p30", "P"),
-            ("planted::planted::always_fail", "FFF",
-             "thread 'always_fail' (20644) panicked at tests/planted.rs:47:5"),
+            ("planted::planted::always_fail", "FFF", "thread 'always_fail' (20644) panicked at tests/planted.rs:47:5"),
             ("planted::planted::param::a", "P"),
             ("planted::planted::param::b", "FP", "thread 'param::b' (20655) panicked at tests/planted.rs:90:9"),
             ("planted::planted::stable_pass", "P"),
-            ("planted::planted::regress_at", "FFF",
-             "thread 'regress_at' (20660) panicked at tests/planted.rs:68:5"),
+            ("planted::planted::regress_at", "FFF", "thread 'regress_at' (20660) panicked at tests/planted.rs:68:5"),
         ],
     ),
     "playwright-include-retries": Runner(
         meta=("2026-12-01T20:09:14.277Z", "", "", ""),
         results=[
             ("planted.spec.js::planted › stable_pass", "P"),
-            ("planted.spec.js::planted › always_fail", "FFF",
-             "expect(received).toEqual(expected) // deep equality"),
-            ("planted.spec.js::planted › flaky_p30", "EP",
-             "upstream did not answer within 2.0s (planted flake, p=0.30)"),
+            ("planted.spec.js::planted › always_fail", "FFF", "expect(received).toEqual(expected) // deep equality"),
+            (
+                "planted.spec.js::planted › flaky_p30",
+                "EP",
+                "upstream did not answer within 2.0s (planted flake, p=0.30)",
+            ),
             ("planted.spec.js::planted › flaky_p05", "P"),
-            ("planted.spec.js::planted › regress_at", "FFF",
-             "expect(received).toBe(expected) // Object.is equality"),
+            ("planted.spec.js::planted › regress_at", "FFF", "expect(received).toBe(expected) // Object.is equality"),
             ("planted.spec.js::planted › skipped_one", "S"),
             ("planted.spec.js::planted › param[a]", "P"),
             ("planted.spec.js::planted › param[b]", "FP", "expect(received).toBe(expected) // Object.is equality"),
@@ -626,14 +674,12 @@ RUNNERS = {
         meta=("2026-12-01T20:08:08.111Z", "", "", ""),
         results=[
             ("planted.spec.js::planted › stable_pass", "P"),
-            ("planted.spec.js::planted › always_fail", "FFF",
-             "expect(received).toEqual(expected) // deep equality"),
+            ("planted.spec.js::planted › always_fail", "FFF", "expect(received).toEqual(expected) // deep equality"),
             # flaky_p30 passed after a retry: Playwright leaves only a <system-out> with the failed
             # attempt's attachment link, not read as an attempt (truth.json does not count it either).
             ("planted.spec.js::planted › flaky_p30", "P"),
             ("planted.spec.js::planted › flaky_p05", "P"),
-            ("planted.spec.js::planted › regress_at", "FFF",
-             "expect(received).toBe(expected) // Object.is equality"),
+            ("planted.spec.js::planted › regress_at", "FFF", "expect(received).toBe(expected) // Object.is equality"),
             ("planted.spec.js::planted › skipped_one", "S"),
             ("planted.spec.js::planted › param[a]", "P"),
             ("planted.spec.js::planted › param[b]", "P"),
@@ -648,8 +694,11 @@ RUNNERS = {
             ("tests.test_planted::test_flaky_p30", "FP"),
             ("tests.test_planted::test_skipped_one", "S"),
             ("tests.test_planted::test_param[a]", "P"),
-            ("tests.test_planted::test_always_fail", "FFF",
-             "AssertionError: assert ['1', '2', '3'] == ['1', '2', '4']"),
+            (
+                "tests.test_planted::test_always_fail",
+                "FFF",
+                "AssertionError: assert ['1', '2', '3'] == ['1', '2', '4']",
+            ),
             ("tests.test_planted::test_stable_pass", "P"),
             ("tests.test_planted::test_param[b]", "FFP"),
         ],
@@ -663,8 +712,7 @@ RUNNERS = {
             ("tests.test_planted::test_order_dep", "P"),
             ("tests.test_planted::test_param[b]", "P"),
             ("tests.test_planted::test_flaky_p30", "P"),
-            ("tests.test_planted::test_always_fail", "F",
-             "AssertionError: assert ['1', '2', '3'] == ['1', '2', '4']"),
+            ("tests.test_planted::test_always_fail", "F", "AssertionError: assert ['1', '2', '3'] == ['1', '2', '4']"),
             ("tests.test_planted::test_stable_pass", "P"),
             ("tests.test_planted::test_regress_at", "P"),
         ],
@@ -673,14 +721,19 @@ RUNNERS = {
         meta=(None, "java 17.0.15", "Linux", "amd64"),
         results=[
             ("com.example.planted.PlantedTest::stable_pass", "P"),
-            ("com.example.planted.PlantedTest::always_fail", "FFF",
-             "arrays first differed at element [2]; expected:<[4]> but was:<[3]>"),
-            ("com.example.planted.PlantedTest::flaky_p05", "FP",
-             "cache entry evicted early (planted flake, p=0.05)"),
+            (
+                "com.example.planted.PlantedTest::always_fail",
+                "FFF",
+                "arrays first differed at element [2]; expected:<[4]> but was:<[3]>",
+            ),
+            ("com.example.planted.PlantedTest::flaky_p05", "FP", "cache entry evicted early (planted flake, p=0.05)"),
             ("com.example.planted.PlantedTest::flaky_p30", "P"),
             ("com.example.planted.PlantedTest::skipped_one", "S"),
-            ("com.example.planted.PlantedTest::regress_at", "FFF",
-             "output format (changed at simulated commit 18) expected:<v[1]> but was:<v[2]>"),
+            (
+                "com.example.planted.PlantedTest::regress_at",
+                "FFF",
+                "output format (changed at simulated commit 18) expected:<v[1]> but was:<v[2]>",
+            ),
             ("com.example.planted.ParamTest::param[a]", "P"),
             ("com.example.planted.ParamTest::param[b]", "FP", "variant b lost a race (planted flake, p=0.25)"),
         ],
@@ -689,8 +742,11 @@ RUNNERS = {
         meta=(None, "java 17.0.15", "Linux", "amd64"),
         results=[
             ("com.example.planted.PlantedTest::stable_pass", "P"),
-            ("com.example.planted.PlantedTest::always_fail", "F",
-             "arrays first differed at element [2]; expected:<[4]> but was:<[3]>"),
+            (
+                "com.example.planted.PlantedTest::always_fail",
+                "F",
+                "arrays first differed at element [2]; expected:<[4]> but was:<[3]>",
+            ),
             ("com.example.planted.PlantedTest::flaky_p05", "P"),
             ("com.example.planted.PlantedTest::flaky_p30", "P"),
             ("com.example.planted.PlantedTest::skipped_one", "S"),
@@ -703,8 +759,11 @@ RUNNERS = {
         meta=("2026-12-01T20:12:03.249Z", "", "", ""),
         results=[
             ("planted.test.js::planted > stable_pass", "P"),
-            ("planted.test.js::planted > always_fail", "FFF",
-             "expected [ '1', '2', '3' ] to deeply equal [ '1', '2', '4' ]"),
+            (
+                "planted.test.js::planted > always_fail",
+                "FFF",
+                "expected [ '1', '2', '3' ] to deeply equal [ '1', '2', '4' ]",
+            ),
             ("planted.test.js::planted > flaky_p30", "P"),
             ("planted.test.js::planted > flaky_p05", "P"),
             ("planted.test.js::planted > regress_at", "FFF", "expected 'v2' to be 'v1' // Object.is equality"),

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.analysis import Analysis, analyze
+from bot.core.analysis import Analysis
+from bot.core.verdicts import TestVerdict
+from bot.local.analyze import analyze
 from bot.store import Store
-from bot.verdicts import TestVerdict
 
 CORPUS = Path(__file__).parent / "fixtures" / "real-runners"
 TRUTH = json.loads((CORPUS / "truth.json").read_text())

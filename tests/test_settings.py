@@ -93,10 +93,14 @@ def test_a_key_with_escaped_line_breaks(env: dict[str, str], pem: str) -> None:
         ({"GITHUB_APP_ID": "-5"}, "GITHUB_APP_ID"),
         ({"GITHUB_APP_PRIVATE_KEY": ""}, "GITHUB_APP_PRIVATE_KEY"),
         ({"GITHUB_APP_PRIVATE_KEY": "not a key"}, "GITHUB_APP_PRIVATE_KEY"),
-        ({"GITHUB_APP_PRIVATE_KEY": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"},
-         "GITHUB_APP_PRIVATE_KEY"),
-        ({"GITHUB_APP_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\n!!!!\n-----END RSA PRIVATE KEY-----"},
-         "GITHUB_APP_PRIVATE_KEY"),
+        (
+            {"GITHUB_APP_PRIVATE_KEY": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"},
+            "GITHUB_APP_PRIVATE_KEY",
+        ),
+        (
+            {"GITHUB_APP_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\n!!!!\n-----END RSA PRIVATE KEY-----"},
+            "GITHUB_APP_PRIVATE_KEY",
+        ),
         ({"GITHUB_APP_PRIVATE_KEY_PATH": "/elsewhere.pem"}, "GITHUB_APP_PRIVATE_KEY_PATH"),
         ({"GITHUB_WEBHOOK_SECRET": ""}, "GITHUB_WEBHOOK_SECRET"),
         ({"GITHUB_WEBHOOK_SECRET": "  "}, "GITHUB_WEBHOOK_SECRET"),
@@ -161,6 +165,8 @@ def test_the_environment_is_read_only_when_asked(monkeypatch: pytest.MonkeyPatch
 def test_artifact_name_patterns(env: dict[str, str]) -> None:
     assert Settings.from_env(env).artifact_patterns == ()
     assert Settings.from_env({**env, "FLAKETALLY_ARTIFACTS": "junit-*, test-results"}).artifact_patterns == (
-        "junit-*", "test-results")
+        "junit-*",
+        "test-results",
+    )
     with pytest.raises(SettingsError, match="FLAKETALLY_ARTIFACTS"):
         Settings.from_env({**env, "FLAKETALLY_ARTIFACTS": " , "})

@@ -6,11 +6,11 @@ import dataclasses
 
 import sqlalchemy as sa
 
-from bot.analysis import judge
-from bot.cost import Rates
+from bot.core.cost import Rates
+from bot.core.judge import judge
+from bot.core.verdicts import CommitVerdict, TestVerdict
 from bot.store import Store
 from bot.store.schema import metadata
-from bot.verdicts import CommitVerdict, TestVerdict
 from tests.builders import F, P, S, report, result, run
 
 

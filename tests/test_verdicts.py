@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.store import Observation, TestHistory
-from bot.verdicts import (
+from bot.core.observations import Observation, TestHistory
+from bot.core.verdicts import (
     CommitVerdict,
     TestVerdict,
+    commit_judgement,
     flip_score,
-    judge_commit,
-    judge_history,
+    history_judgement,
     known_flaky,
     no_longer_flaky,
     wilson_lower_bound,
@@ -45,63 +45,63 @@ def history(*observations: Observation) -> TestHistory:
     ],
 )
 def test_commit_verdicts(outcomes: list[str], verdict: CommitVerdict, passed: int, failed: int) -> None:
-    judged = judge_commit("3484a3f0", [obs("3484a3f0", o, i + 1) for i, o in enumerate(outcomes)])
+    judged = commit_judgement("3484a3f0", [obs("3484a3f0", o, i + 1) for i, o in enumerate(outcomes)])
     assert (judged.verdict, judged.passed, judged.failed) == (verdict, passed, failed)
 
 
 def test_evidence_names_commit_attempts_and_run() -> None:
-    judged = judge_commit("3484a3f0aa", [obs("3484a3f0aa", "F", 1), obs("3484a3f0aa", "P", 2)])
+    judged = commit_judgement("3484a3f0aa", [obs("3484a3f0aa", "F", 1), obs("3484a3f0aa", "P", 2)])
     assert judged.evidence == "3484a3f: failed on attempt 1 of run 163; passed on attempt 2 of run 163"
 
 
 @pytest.mark.parametrize("policy", [CommitVerdict.UNDETERMINED, CommitVerdict.FAILING, CommitVerdict.FLAKY])
 def test_single_fail_policy_decides_a_lone_failure(policy: CommitVerdict) -> None:
-    judged = judge_commit("c", [obs("c", "F")], policy)
+    judged = commit_judgement("c", [obs("c", "F")], policy)
     assert judged.verdict is policy
     assert f"single-fail policy: {policy.value}" in judged.evidence
 
 
 def test_a_failure_on_one_commit_and_a_pass_on_another_is_not_flaky() -> None:
-    judged = judge_history(history(obs("a", "F", order=0), obs("b", "P", order=1)))
+    judged = history_judgement(history(obs("a", "F", order=0), obs("b", "P", order=1)))
     assert judged.verdict is not TestVerdict.FLAKY
     assert judged.proof_commits == ()
 
 
 def test_proof_beats_score() -> None:
     passes = [obs(f"c{i}", "P", order=i) for i in range(30)]
-    judged = judge_history(history(*passes, obs("c29", "F", 2, order=30)))
+    judged = history_judgement(history(*passes, obs("c29", "F", 2, order=30)))
     assert judged.verdict is TestVerdict.FLAKY
     assert judged.proof_commits == ("c29",)
     assert "c29" in judged.evidence
 
 
 def test_fewer_than_five_observations_are_not_scored() -> None:
-    judged = judge_history(history(*(obs(f"c{i}", "P", order=i) for i in range(4))))
+    judged = history_judgement(history(*(obs(f"c{i}", "P", order=i) for i in range(4))))
     assert judged.verdict is TestVerdict.INSUFFICIENT_DATA
 
 
 def test_always_failing_is_broken() -> None:
-    judged = judge_history(history(*(obs(f"c{i}", "F", order=i) for i in range(6))))
+    judged = history_judgement(history(*(obs(f"c{i}", "F", order=i) for i in range(6))))
     assert judged.verdict is TestVerdict.BROKEN
     assert judged.score == 0.0
 
 
 def test_single_change_point_is_a_regression_naming_the_first_failing_commit() -> None:
     seq = [obs(f"c{i}", "P" if i < 6 else "F", order=i) for i in range(10)]
-    judged = judge_history(history(*seq))
+    judged = history_judgement(history(*seq))
     assert judged.verdict is TestVerdict.REGRESSION
     assert judged.first_failing_commit == "c6"
 
 
 def test_cross_commit_flips_alone_can_make_a_test_flaky() -> None:
     seq = [obs(f"c{i}", "PF"[i % 2], order=i) for i in range(60)]
-    judged = judge_history(history(*seq))
+    judged = history_judgement(history(*seq))
     assert judged.verdict is TestVerdict.FLAKY
     assert judged.lower_bound > 0.10
 
 
 def test_stable() -> None:
-    judged = judge_history(history(*(obs(f"c{i}", "P", order=i) for i in range(20))))
+    judged = history_judgement(history(*(obs(f"c{i}", "P", order=i) for i in range(20))))
     assert (judged.verdict, judged.score) == (TestVerdict.STABLE, 0.0)
 
 
@@ -148,6 +148,6 @@ def test_known_flaky_forgets_after_seven_days_and_is_announced_once() -> None:
 def test_window_keeps_thirty_days_before_the_newest_report() -> None:
     seq = [obs("old", "F", 1, days_ago=40), obs("old", "P", 2, days_ago=40)]
     seq += [obs(f"c{i}", "P", days_ago=1) for i in range(6)]
-    judged = judge_history(history(*seq))
+    judged = history_judgement(history(*seq))
     assert judged.verdict is TestVerdict.STABLE
     assert judged.runs == 6

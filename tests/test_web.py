@@ -21,9 +21,11 @@ from redis.retry import Retry
 from rq import Queue
 from rq.job import Job
 
-from bot import metrics
 from bot.settings import Settings
-from bot.web import DELIVERY_KEY, DELIVERY_SECONDS, ROUTES, Receiver, create_app, signature_ok
+from bot.web import metrics
+from bot.web.app import create_app
+from bot.web.events import ROUTES
+from bot.web.receiver import DELIVERY_KEY, DELIVERY_SECONDS, Receiver, signature_ok
 from tests.conftest import shared_path
 
 pytestmark = pytest.mark.anyio
@@ -155,7 +157,8 @@ async def test_the_test_vector_passes_verification_end_to_end(redis_url: str, tm
     vector = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
     async with serving(make_settings(redis_url, tmp_path, webhook_secret=secret)) as client:
         answer = await client.post(
-            "/webhook", content=b"Hello, World!",
+            "/webhook",
+            content=b"Hello, World!",
             headers={"X-GitHub-Event": "ping", "X-GitHub-Delivery": "d-1", "X-Hub-Signature-256": vector},
         )
     assert answer.status_code == 400  # past the signature: refused only because the body is not JSON
@@ -288,8 +291,13 @@ async def test_an_inline_delivery_without_installation_is_400(client: httpx.Asyn
 
 @pytest.mark.parametrize(
     ("path", "value"),
-    [("workflow_run.id", None), ("workflow_run.run_attempt", "1"), ("repository.full_name", "no slash"),
-     ("workflow_run.id", True), ("repository.id", -3)],
+    [
+        ("workflow_run.id", None),
+        ("workflow_run.run_attempt", "1"),
+        ("repository.full_name", "no slash"),
+        ("workflow_run.id", True),
+        ("repository.id", -3),
+    ],
 )
 async def test_a_delivery_lacking_what_the_job_needs_is_400_naming_the_field(
     client: httpx.AsyncClient, conn: redis.Redis, path: str, value: object
@@ -321,8 +329,13 @@ async def test_workflow_run_completed_enqueues_one_job(client: httpx.AsyncClient
         (
             job_id,
             "workers.jobs.process_workflow_run",
-            {"installation_id": 4242, "repo": "octo-org/octo-repo", "repo_id": 300029405, "run_id": 289782451,
-             "attempt": 2},
+            {
+                "installation_id": 4242,
+                "repo": "octo-org/octo-repo",
+                "repo_id": 300029405,
+                "run_id": 289782451,
+                "attempt": 2,
+            },
         )
     ]
     [job] = queued(conn)
@@ -343,7 +356,10 @@ async def test_the_official_workflow_run_completed_enqueues_its_run(
     payload = official("workflow_run.completed.with-pull-requests.payload.json", installation=INSTALLATION)
     assert (await deliver(client, "workflow_run", payload)).json() == {"enqueued": "run-300029405-289782451-1"}
     assert jobs(conn)[0][2] == {
-        "installation_id": 4242, "repo": "octo-org/octo-repo", "repo_id": 300029405, "run_id": 289782451,
+        "installation_id": 4242,
+        "repo": "octo-org/octo-repo",
+        "repo_id": 300029405,
+        "run_id": 289782451,
         "attempt": 1,
     }
 
@@ -381,22 +397,37 @@ async def test_workflow_run_requested_opens_a_check_run(client: httpx.AsyncClien
         (
             "open-300029405-289782451-3",
             "workers.jobs.open_check_run",
-            {"installation_id": 4242, "repo": "octo-org/octo-repo", "repo_id": 300029405, "head_sha": SHA,
-             "run_id": 289782451, "attempt": 3},
+            {
+                "installation_id": 4242,
+                "repo": "octo-org/octo-repo",
+                "repo_id": 300029405,
+                "head_sha": SHA,
+                "run_id": 289782451,
+                "attempt": 3,
+            },
         )
     ]
 
 
 async def test_check_run_rerequested_rejudges(client: httpx.AsyncClient, conn: redis.Redis) -> None:
-    payload = {"action": "rerequested", "installation": INSTALLATION, "repository": REPO,
-               "check_run": {"id": 4, "head_sha": SHA}}
+    payload = {
+        "action": "rerequested",
+        "installation": INSTALLATION,
+        "repository": REPO,
+        "check_run": {"id": 4, "head_sha": SHA},
+    }
     assert (await deliver(client, "check_run", payload, "d-9")).json() == {"enqueued": "rejudge-300029405-4-d-9"}
     assert jobs(conn) == [
         (
             "rejudge-300029405-4-d-9",
             "workers.jobs.rejudge",
-            {"installation_id": 4242, "repo": "octo-org/octo-repo", "repo_id": 300029405, "head_sha": SHA,
-             "check_run_id": 4},
+            {
+                "installation_id": 4242,
+                "repo": "octo-org/octo-repo",
+                "repo_id": 300029405,
+                "head_sha": SHA,
+                "check_run_id": 4,
+            },
         )
     ]
 
@@ -416,18 +447,31 @@ async def test_installation_events_are_recorded(client: httpx.AsyncClient, conn:
     deliveries = [
         ("installation", {"action": "created", "installation": account, "repositories": [repo]}),
         ("installation", {"action": "suspend", "installation": account}),
-        ("installation_repositories",
-         {"action": "removed", "installation": account, "repositories_added": [], "repositories_removed": [repo]}),
+        (
+            "installation_repositories",
+            {"action": "removed", "installation": account, "repositories_added": [], "repositories_removed": [repo]},
+        ),
         ("installation", {"action": "deleted", "installation": account, "repositories": [repo]}),
     ]
     for n, (event, payload) in enumerate(deliveries):
         assert (await deliver(client, event, payload, f"d-{n}")).json() == {"enqueued": f"installation-4242-d-{n}"}
     short = {"id": 1, "full_name": "octo-org/a"}
     assert [(func, kwargs) for _, func, kwargs in jobs(conn)] == [
-        ("workers.jobs.record_installation", {"installation_id": 4242, "action": action, "account": "octo-org",
-                                              "repositories_added": added, "repositories_removed": removed})
+        (
+            "workers.jobs.record_installation",
+            {
+                "installation_id": 4242,
+                "action": action,
+                "account": "octo-org",
+                "repositories_added": added,
+                "repositories_removed": removed,
+            },
+        )
         for action, added, removed in [
-            ("created", [short], []), ("suspend", [], []), ("removed", [], [short]), ("deleted", [], [short]),
+            ("created", [short], []),
+            ("suspend", [], []),
+            ("removed", [], [short]),
+            ("deleted", [], [short]),
         ]
     ]
 
@@ -444,8 +488,13 @@ async def test_installation_events_are_recorded(client: httpx.AsyncClient, conn:
     ],
 )
 async def test_the_official_installation_payloads(
-    client: httpx.AsyncClient, conn: redis.Redis, name: str, event: str, installation_id: int,
-    added: list[str], removed: list[str],
+    client: httpx.AsyncClient,
+    conn: redis.Redis,
+    name: str,
+    event: str,
+    installation_id: int,
+    added: list[str],
+    removed: list[str],
 ) -> None:
     payload = official(name)
     assert (await deliver(client, event, payload, "d-1")).status_code == 202

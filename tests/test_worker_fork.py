@@ -19,7 +19,7 @@ def _backend_pid(store: Store) -> int:
 
 
 def _child(queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    _, store, _ = jobs._context()
+    store = jobs._context().store
     queue.put(_backend_pid(store))
 
 

@@ -12,30 +12,43 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis
 from rq import get_current_job
 
-from bot import metrics
-from bot.github import GitHubPort
-from bot.pipeline import Options, conclude_failed, open_check, process_attempt, rejudge_check_run
+from bot.github.port import GitHubPort
+from bot.pipeline import attempt as pipeline
+from bot.pipeline.publish import conclude_failed
+from bot.pipeline.scope import Options
 from bot.settings import Settings
 from bot.store import Store
 from bot.store import records as rec
+from bot.web import metrics
 
 log = logging.getLogger(__name__)
 
-_settings: Settings | None = None
-_store: Store | None = None
-_redis: redis.Redis | None = None
-_pid = os.getpid()
 PortFactory = Callable[[Settings, redis.Redis, int], GitHubPort]
 # Publishing (check run, PR comments) is serialised per repository, so two workers racing on one
 # commit edit the same comment instead of each posting one.
 PUBLISH_LOCK_SECONDS = 300
 
 T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class _Worker:
+    """What one worker process reads once: its settings, store, Redis and how it reaches GitHub."""
+
+    settings: Settings
+    store: Store
+    redis: redis.Redis
+    port: PortFactory
+    pid: int
+
+
+_worker: _Worker | None = None
 
 
 def configure(
@@ -46,24 +59,32 @@ def configure(
     port_factory: PortFactory | None = None,
 ) -> None:
     """Read once per worker process: the settings, the store, Redis, and how to reach GitHub."""
-    global _settings, _store, _redis, _port
-    _settings = settings
-    _store = store or Store.open(settings.database_url)
-    _redis = connection or redis.Redis.from_url(settings.redis_url)
-    _port = port_factory or github_port
+    global _worker
+    _worker = _Worker(
+        settings=settings,
+        store=store or Store.open(settings.database_url),
+        redis=connection or redis.Redis.from_url(settings.redis_url),
+        port=port_factory or github_port,
+        pid=os.getpid(),
+    )
 
 
-def _context() -> tuple[Settings, Store, redis.Redis]:
-    global _pid
-    if _settings is None or _store is None or _redis is None:
+def reset() -> None:
+    """Forget what ``configure`` read (the next job reads the environment again)."""
+    global _worker
+    _worker = None
+
+
+def _context() -> _Worker:
+    if _worker is None:
         configure(Settings.from_env())
-    assert _settings is not None and _store is not None and _redis is not None
-    if _pid != os.getpid():
+    assert _worker is not None
+    if _worker.pid != os.getpid():
         # rq forks a process per job: its database connections are the parent's, so leave them to the
         # parent (SQLAlchemy's advice for forks) and open this process's own
-        _store.engine.dispose(close=False)
-        _pid = os.getpid()
-    return _settings, _store, _redis
+        _worker.store.engine.dispose(close=False)
+        _worker.pid = os.getpid()
+    return _worker
 
 
 def response_metrics(connection: redis.Redis) -> Callable[[int, int | None], None]:
@@ -86,9 +107,6 @@ def github_port(settings: Settings, connection: redis.Redis, installation_id: in
         redis=connection,
         on_response=response_metrics(connection),
     )
-
-
-_port: PortFactory = github_port
 
 
 def _options(settings: Settings) -> Options:
@@ -114,21 +132,29 @@ def _timed(name: str, connection: redis.Redis, work: Callable[[], T]) -> T:
 
 @contextmanager
 def _publish_lock(connection: redis.Redis, repo_id: int) -> Iterator[None]:
-    with connection.lock(f"flaketally:lock:publish:{repo_id}", timeout=PUBLISH_LOCK_SECONDS,
-                         blocking_timeout=PUBLISH_LOCK_SECONDS):
+    with connection.lock(
+        f"flaketally:lock:publish:{repo_id}", timeout=PUBLISH_LOCK_SECONDS, blocking_timeout=PUBLISH_LOCK_SECONDS
+    ):
         yield
 
 
 def process_workflow_run(installation_id: int, repo: str, repo_id: int, run_id: int, attempt: int) -> dict[str, Any]:
     """``workflow_run`` ``completed``: collect, judge and report one attempt."""
-    settings, store, connection = _context()
+    worker = _context()
+    store, connection = worker.store, worker.redis
 
     def work() -> dict[str, Any]:
-        with _port(settings, connection, installation_id) as gh:
+        with worker.port(worker.settings, connection, installation_id) as gh:
             try:
-                report = process_attempt(
-                    store, gh, installation_id=installation_id, repo=repo, repo_github_id=repo_id, run_id=run_id,
-                    attempt=attempt, options=_options(settings),
+                report = pipeline.process_workflow_run(
+                    store,
+                    gh,
+                    installation_id=installation_id,
+                    repo=repo,
+                    repo_id=repo_id,
+                    run_id=run_id,
+                    attempt=attempt,
+                    options=_options(worker.settings),
                     publish_lock=lambda: _publish_lock(connection, repo_id),
                 )
             except Exception as exc:
@@ -138,35 +164,54 @@ def process_workflow_run(installation_id: int, repo: str, repo_id: int, run_id: 
                 raise
         if report is None:
             return {"skipped": "installation not active"}
-        return {"head_sha": report.head_sha, "conclusion": report.gate.conclusion.value,
-                "findings": len(report.findings)}
+        return {
+            "head_sha": report.head_sha,
+            "conclusion": report.gate.conclusion.value,
+            "findings": len(report.findings),
+        }
 
     return _timed("process_workflow_run", connection, work)
 
 
-def open_check_run(installation_id: int, repo: str, repo_id: int, head_sha: str, run_id: int,
-                   attempt: int = 1) -> dict[str, Any]:
+def open_check_run(
+    installation_id: int, repo: str, repo_id: int, head_sha: str, run_id: int, attempt: int = 1
+) -> dict[str, Any]:
     """``workflow_run`` ``requested``: show the check run in progress while the run goes."""
-    settings, store, connection = _context()
+    worker = _context()
 
     def work() -> dict[str, Any]:
-        with _port(settings, connection, installation_id) as gh:
-            check = open_check(store, gh, installation_id=installation_id, repo=repo, repo_github_id=repo_id,
-                               head_sha=head_sha, run_id=run_id, attempt=attempt)
+        with worker.port(worker.settings, worker.redis, installation_id) as gh:
+            check = pipeline.open_check_run(
+                worker.store,
+                gh,
+                installation_id=installation_id,
+                repo=repo,
+                repo_id=repo_id,
+                head_sha=head_sha,
+                run_id=run_id,
+                attempt=attempt,
+            )
         return {"check_run_id": check.check_run_id if check else None}
 
-    return _timed("open_check_run", connection, work)
+    return _timed("open_check_run", worker.redis, work)
 
 
 def rejudge(installation_id: int, repo: str, repo_id: int, head_sha: str, check_run_id: int) -> dict[str, Any]:
     """``check_run`` ``rerequested``: judge the commit again and update that check run."""
-    settings, store, connection = _context()
+    worker = _context()
+    connection = worker.redis
 
     def work() -> dict[str, Any]:
-        with _port(settings, connection, installation_id) as gh:
-            report = rejudge_check_run(
-                store, gh, installation_id=installation_id, repo=repo, repo_github_id=repo_id, head_sha=head_sha,
-                check_run_id=check_run_id, options=_options(settings),
+        with worker.port(worker.settings, connection, installation_id) as gh:
+            report = pipeline.rejudge(
+                worker.store,
+                gh,
+                installation_id=installation_id,
+                repo=repo,
+                repo_id=repo_id,
+                head_sha=head_sha,
+                check_run_id=check_run_id,
+                options=_options(worker.settings),
                 publish_lock=lambda: _publish_lock(connection, repo_id),
             )
         return {"conclusion": report.gate.conclusion.value if report else None}
@@ -182,17 +227,25 @@ def record_installation(
     repositories_removed: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """``installation`` and ``installation_repositories``: who the tenants are, and which are active."""
-    _, store, connection = _context()
+    worker = _context()
 
     def work() -> dict[str, Any]:
-        status = {"deleted": "deleted", "suspend": "suspended"}.get(action, "active")
-        rec.record_installation(store, installation_id, account, status)
+        state = _STATE_AFTER.get(action, rec.InstallationState.ACTIVE)
+        rec.record_installation(worker.store, installation_id, account, state)
         for repository in repositories_added:
-            rec.repo_id(store, str(repository["full_name"]), installation_id, int(repository["id"]))
-        return {"installation_id": installation_id, "status": status, "added": len(repositories_added),
-                "removed": len(repositories_removed)}
+            rec.repo_key(worker.store, str(repository["full_name"]), installation_id, int(repository["id"]))
+        return {
+            "installation_id": installation_id,
+            "status": state.value,
+            "added": len(repositories_added),
+            "removed": len(repositories_removed),
+        }
 
-    return _timed("record_installation", connection, work)
+    return _timed("record_installation", worker.redis, work)
+
+
+# the ``installation`` actions that end processing; every other one (created, unsuspend, ...) resumes it
+_STATE_AFTER = {"deleted": rec.InstallationState.DELETED, "suspend": rec.InstallationState.SUSPENDED}
 
 
 def _reason(exc: BaseException) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -14,15 +13,15 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
-from bot.identity import RunIdentity
-from bot.junit import Outcome, Report, TestResult
+from bot.core.identity import RunIdentity
+from bot.core.observations import LETTER, PASSED, SKIPPED, Observation, TestHistory
+from bot.core.results import Outcome, Report, TestResult
 from bot.store import codec
 from bot.store.schema import contexts, observations, reports, repos, tests
 
 # The newest migration in migrations/versions (a test checks it against alembic's own view).
 SCHEMA_HEAD = "0002"
 _BATCH = 500
-OUTCOME_CODE = {Outcome.PASSED: "P", Outcome.FAILED: "F", Outcome.ERROR: "E", Outcome.SKIPPED: "S"}
 
 
 class StoreError(Exception):
@@ -38,39 +37,12 @@ def normalise_url(url: str) -> str:
     return url
 
 
-class Observation(NamedTuple):
-    """One test in one stored report, as the judge sees it."""
-
-    order: int
-    commit: str
-    attempt: int
-    run_id: int | None
-    started_at: str | None
-    outcomes: str  # one letter per attempt, in order: P passed, F failed, E error, S skipped
-    seconds: float  # the attempts' runtimes added up
-    message: str = ""
-
-
-@dataclass(slots=True)
-class TestHistory:
-    __test__ = False  # not a pytest test class
-
-    test_id: str
-    family: str
-    classname: str
-    name: str
-    file: str | None
-    line: int | None
-    context: str
-    observations: list[Observation] = field(default_factory=list)
-
-
 def _key(test_id: str) -> str:
     return hashlib.sha256(test_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _attempts_json(result: TestResult) -> str:
-    return json.dumps([[OUTCOME_CODE[a.outcome], round(a.duration, 3), a.message] for a in result.attempts])
+    return json.dumps([[LETTER[a.outcome], round(a.duration, 3), a.message] for a in result.attempts])
 
 
 class Store:
@@ -134,21 +106,28 @@ class Store:
             found = conn.execute(sa.select(table.c.id).where(clause)).scalar_one()
         return int(found)
 
-    def repo_id(self, conn: Connection, full_name: str, installation_id: int | None = None) -> int:
+    def repo_key(self, conn: Connection, full_name: str, installation_id: int | None = None) -> int:
+        """The store's key of a repository (its ``repos`` row), added when new. Not GitHub's id of it."""
         return self._id(conn, repos, {"full_name": full_name}, {"installation_id": installation_id})
 
-    def _test_ids(self, conn: Connection, repo_id: int, results: list[TestResult]) -> list[int]:
+    def _test_ids(self, conn: Connection, repo_key: int, results: list[TestResult]) -> list[int]:
         """The store's ids of these tests, adding the ones it has not seen. Ids once known are kept in
         this process: a test's row never changes, so the cache cannot go stale."""
-        cache = self._test_pks.setdefault(repo_id, {})
+        cache = self._test_pks.setdefault(repo_key, {})
         unknown = [r for r in results if r.id not in cache]
         if unknown:
             keys = {_key(r.id): r for r in unknown}
-            cache.update(self._lookup(conn, repo_id, keys))
+            cache.update(self._lookup(conn, repo_key, keys))
             missing = [
                 {
-                    "repo_id": repo_id, "key": key, "test_id": r.id, "family": r.family, "classname": r.classname,
-                    "name": r.name, "file": r.file, "line": r.line,
+                    "repo_id": repo_key,
+                    "key": key,
+                    "test_id": r.id,
+                    "family": r.family,
+                    "classname": r.classname,
+                    "name": r.name,
+                    "file": r.file,
+                    "line": r.line,
                 }
                 for key, r in keys.items()
                 if r.id not in cache
@@ -156,15 +135,15 @@ class Store:
             for start in range(0, len(missing), _BATCH):
                 conn.execute(self._insert(tests).on_conflict_do_nothing(), missing[start : start + _BATCH])
             if missing:
-                cache.update(self._lookup(conn, repo_id, {str(row["key"]): keys[str(row["key"])] for row in missing}))
+                cache.update(self._lookup(conn, repo_key, {str(row["key"]): keys[str(row["key"])] for row in missing}))
         return [cache[r.id] for r in results]
 
-    def _lookup(self, conn: Connection, repo_id: int, keys: dict[str, TestResult]) -> dict[str, int]:
+    def _lookup(self, conn: Connection, repo_key: int, keys: dict[str, TestResult]) -> dict[str, int]:
         found: dict[str, int] = {}
         wanted = list(keys)
         for start in range(0, len(wanted), _BATCH):
             where = tests.c.key.in_(wanted[start : start + _BATCH])
-            rows = conn.execute(sa.select(tests.c.key, tests.c.id).where(tests.c.repo_id == repo_id, where)).all()
+            rows = conn.execute(sa.select(tests.c.key, tests.c.id).where(tests.c.repo_id == repo_key, where)).all()
             found.update({keys[str(k)].id: int(i) for k, i in rows})
         return found
 
@@ -174,9 +153,9 @@ class Store:
         with self.engine.begin() as conn:
             if conn.execute(sa.select(reports.c.id).where(reports.c.key == key)).first():
                 return False
-            repo_id = self.repo_id(conn, run.repo, run.installation_id)
+            repo_key = self.repo_key(conn, run.repo, run.installation_id)
             context_id = self._id(conn, contexts, {"key": run.context.key()}, {})
-            ids = self._test_ids(conn, repo_id, report.results)
+            ids = self._test_ids(conn, repo_key, report.results)
             passed: dict[int, float] = {}
             skipped: set[int] = set()
             kept: list[tuple[int, TestResult]] = []
@@ -192,7 +171,7 @@ class Store:
                 self._insert(reports)
                 .values(
                     key=key,
-                    repo_id=repo_id,
+                    repo_id=repo_key,
                     context_id=context_id,
                     commit_sha=run.commit,
                     attempt=run.attempt,
@@ -231,9 +210,7 @@ class Store:
 
     # reading
 
-    def history(
-        self, repo: str, test_ids: Iterable[str] | None = None, since: str | None = None
-    ) -> list[TestHistory]:
+    def history(self, repo: str, test_ids: Iterable[str] | None = None, since: str | None = None) -> list[TestHistory]:
         """Every stored observation of the repository's tests (or of the named ones), per test and context;
         with ``since`` (an ISO time in the stored form), only reports that started then or later, and
         undated ones.
@@ -243,75 +220,11 @@ class Store:
         """
         wanted = set(test_ids) if test_ids is not None else None
         with self.engine.connect() as conn:
-            repo_pk = conn.execute(sa.select(repos.c.id).where(repos.c.full_name == repo)).scalar()
-            if repo_pk is None:
+            repo_key = conn.execute(sa.select(repos.c.id).where(repos.c.full_name == repo)).scalar()
+            if repo_key is None:
                 return []
-            test_rows = conn.execute(
-                sa.select(
-                    tests.c.id, tests.c.test_id, tests.c.family, tests.c.classname,
-                    tests.c.name, tests.c.file, tests.c.line,
-                ).where(tests.c.repo_id == repo_pk)
-            ).all()
-            info = {row.id: row for row in test_rows if wanted is None or row.test_id in wanted}
-            started = reports.c.started_at
-            recent = sa.true() if since is None else sa.or_(started.is_(None), started >= since)
-            context_keys = {int(i): str(k) for i, k in conn.execute(sa.select(contexts.c.id, contexts.c.key))}
-            report_rows = list(conn.execute(
-                sa.select(
-                    reports.c.id, reports.c.context_id, reports.c.commit_sha, reports.c.attempt,
-                    reports.c.run_id, reports.c.run_index, reports.c.started_at, reports.c.digest,
-                    reports.c.passed_ids, reports.c.passed_ms, reports.c.skipped_ids,
-                ).where(reports.c.repo_id == repo_pk, recent)
-            ))
-            kept_rows = conn.execute(
-                sa.select(
-                    observations.c.report_id, observations.c.test_id, observations.c.attempts,
-                    observations.c.message,
-                )
-                .join(reports, reports.c.id == observations.c.report_id)
-                .where(reports.c.repo_id == repo_pk, recent)
-            ).all()
-        report_rows.sort(
-            key=lambda r: (r.started_at or "", r.run_index or 0, r.commit_sha, r.attempt, r.digest, r.id)
-        )
-        kept: dict[int, list[tuple[int, str, str]]] = {}
-        for row in kept_rows:
-            kept.setdefault(row.report_id, []).append((row.test_id, row.attempts, row.message))
-        histories: dict[tuple[int, int], TestHistory] = {}
-        # the observation lists of one context, by test: filled report by report in time order (a list is
-        # never empty once made, so ``get(...) or list_of(...)`` makes each one once)
-        lists: dict[int, dict[int, list[Observation]]] = {}
-
-        def list_of(test_pk: int, context_id: int) -> list[Observation]:
-            t = info[test_pk]
-            history = TestHistory(t.test_id, t.family, t.classname, t.name, t.file, t.line, context_keys[context_id])
-            histories[(test_pk, context_id)] = history
-            lists[context_id][test_pk] = history.observations
-            return history.observations
-
-        for order, r in enumerate(report_rows):
-            by_test = lists.setdefault(r.context_id, {})
-            context_id, commit, attempt, run_id, started = r.context_id, r.commit_sha, r.attempt, r.run_id, r.started_at
-            passed = codec.unpack_ids(r.passed_ids)
-            seconds = codec.unpack_ms(r.passed_ms)
-            for test_pk, secs in zip(passed, seconds, strict=True):
-                if test_pk in info:
-                    (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
-                        Observation(order, commit, attempt, run_id, started, "P", secs)
-                    )
-            for test_pk in codec.unpack_ids(r.skipped_ids):
-                if test_pk in info:
-                    (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
-                        Observation(order, commit, attempt, run_id, started, "S", 0.0)
-                    )
-            for test_pk, attempts_json, message in kept.get(r.id, ()):
-                if test_pk in info:
-                    attempts = json.loads(attempts_json)
-                    (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
-                        Observation(order, commit, attempt, run_id, started, "".join(a[0] for a in attempts),
-                                    sum(a[1] for a in attempts), message)
-                    )
-        return sorted(histories.values(), key=lambda h: (h.test_id, h.context))
+            rows = _history_rows(conn, repo_key, wanted, since)
+        return _histories(rows)
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
@@ -319,6 +232,111 @@ class Store:
                 t.name: int(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one())
                 for t in (repos, contexts, tests, reports, observations)
             }
+
+
+class _HistoryRows(NamedTuple):
+    tests: dict[int, Any]  # the wanted tests' rows, by row id
+    context_keys: dict[int, str]
+    reports: list[Any]
+    kept: list[Any]  # observation rows: results with a failure or a retry
+
+
+def _history_rows(conn: Connection, repo_key: int, wanted: set[str] | None, since: str | None) -> _HistoryRows:
+    test_rows = conn.execute(
+        sa.select(
+            tests.c.id,
+            tests.c.test_id,
+            tests.c.family,
+            tests.c.classname,
+            tests.c.name,
+            tests.c.file,
+            tests.c.line,
+        ).where(tests.c.repo_id == repo_key)
+    ).all()
+    info = {row.id: row for row in test_rows if wanted is None or row.test_id in wanted}
+    started = reports.c.started_at
+    recent = sa.true() if since is None else sa.or_(started.is_(None), started >= since)
+    context_keys = {int(i): str(k) for i, k in conn.execute(sa.select(contexts.c.id, contexts.c.key))}
+    report_rows = list(
+        conn.execute(
+            sa.select(
+                reports.c.id,
+                reports.c.context_id,
+                reports.c.commit_sha,
+                reports.c.attempt,
+                reports.c.run_id,
+                reports.c.run_index,
+                reports.c.started_at,
+                reports.c.digest,
+                reports.c.passed_ids,
+                reports.c.passed_ms,
+                reports.c.skipped_ids,
+            ).where(reports.c.repo_id == repo_key, recent)
+        )
+    )
+    kept_rows = conn.execute(
+        sa.select(
+            observations.c.report_id,
+            observations.c.test_id,
+            observations.c.attempts,
+            observations.c.message,
+        )
+        .join(reports, reports.c.id == observations.c.report_id)
+        .where(reports.c.repo_id == repo_key, recent)
+    ).all()
+    return _HistoryRows(info, context_keys, report_rows, list(kept_rows))
+
+
+def _histories(rows: _HistoryRows) -> list[TestHistory]:
+    """The observation lists, per test and context, filled report by report in the order the reports ran."""
+    info, context_keys, report_rows, kept_rows = rows
+    report_rows.sort(key=lambda r: (r.started_at or "", r.run_index or 0, r.commit_sha, r.attempt, r.digest, r.id))
+    kept: dict[int, list[tuple[int, str, str]]] = {}
+    for row in kept_rows:
+        kept.setdefault(row.report_id, []).append((row.test_id, row.attempts, row.message))
+    histories: dict[tuple[int, int], TestHistory] = {}
+    # the observation lists of one context, by test: filled report by report in time order (a list is
+    # never empty once made, so ``get(...) or list_of(...)`` makes each one once)
+    lists: dict[int, dict[int, list[Observation]]] = {}
+
+    def list_of(test_pk: int, context_id: int) -> list[Observation]:
+        t = info[test_pk]
+        history = TestHistory(t.test_id, t.family, t.classname, t.name, t.file, t.line, context_keys[context_id])
+        histories[(test_pk, context_id)] = history
+        lists[context_id][test_pk] = history.observations
+        return history.observations
+
+    for order, r in enumerate(report_rows):
+        by_test = lists.setdefault(r.context_id, {})
+        context_id, commit, attempt, run_id, started = r.context_id, r.commit_sha, r.attempt, r.run_id, r.started_at
+        passed = codec.unpack_ids(r.passed_ids)
+        seconds = codec.unpack_ms(r.passed_ms)
+        for test_pk, secs in zip(passed, seconds, strict=True):
+            if test_pk in info:
+                (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
+                    Observation(order, commit, attempt, run_id, started, PASSED, secs)
+                )
+        for test_pk in codec.unpack_ids(r.skipped_ids):
+            if test_pk in info:
+                (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
+                    Observation(order, commit, attempt, run_id, started, SKIPPED, 0.0)
+                )
+        for test_pk, attempts_json, message in kept.get(r.id, ()):
+            if test_pk in info:
+                attempts = json.loads(attempts_json)
+                (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
+                    Observation(
+                        order,
+                        commit,
+                        attempt,
+                        run_id,
+                        started,
+                        "".join(a[0] for a in attempts),
+                        sum(a[1] for a in attempts),
+                        message,
+                    )
+                )
+    return sorted(histories.values(), key=lambda h: (h.test_id, h.context))
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

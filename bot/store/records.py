@@ -1,11 +1,15 @@
 """What the GitHub App keeps beside the reports: tenants, runs, jobs, its own check runs and comments,
-and the tests it last knew as flaky. Every write is an upsert, so a job that runs twice changes nothing."""
+and the tests it last knew as flaky. Every write is an upsert, so a job that runs twice changes nothing.
+
+``repo_key`` is the store's key of a repository (its ``repos`` row); ``repo_id`` is GitHub's id of it,
+as everywhere else in Flaketally (kept in the ``repos.github_id`` column)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,6 +28,14 @@ from bot.store.schema import (
     runs,
     tests,
 )
+
+
+class InstallationState(StrEnum):
+    """Where an installation of the App stands; only an active one is processed."""
+
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+    DELETED = "deleted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,30 +79,30 @@ def _upsert(store: Store, table: sa.Table, values: dict[str, Any], keys: Sequenc
         conn.execute(statement)
 
 
-def record_installation(store: Store, installation_id: int, account: str, status: str) -> None:
-    _upsert(store, installations, {"id": installation_id, "account": account, "status": status}, ["id"])
+def record_installation(store: Store, installation_id: int, account: str, state: InstallationState) -> None:
+    _upsert(store, installations, {"id": installation_id, "account": account, "status": state.value}, ["id"])
 
 
-def installation_status(store: Store, installation_id: int) -> str | None:
+def installation_state(store: Store, installation_id: int) -> InstallationState | None:
+    """None for an installation no event has told about yet (it is processed)."""
     with store.engine.connect() as conn:
         found = conn.execute(sa.select(installations.c.status).where(installations.c.id == installation_id)).scalar()
-    return str(found) if found is not None else None
+    return InstallationState(found) if found is not None else None
 
 
-def repo_id(store: Store, full_name: str, installation_id: int | None = None, github_id: int | None = None) -> int:
+def repo_key(store: Store, full_name: str, installation_id: int | None = None, repo_id: int | None = None) -> int:
+    """The store's key of a repository, recording its installation and GitHub's id of it (``repo_id``)."""
     with store.engine.begin() as conn:
-        found = store.repo_id(conn, full_name, installation_id)
-        if installation_id is not None or github_id is not None:
-            values = {
-                k: v for k, v in (("installation_id", installation_id), ("github_id", github_id)) if v is not None
-            }
+        found = store.repo_key(conn, full_name, installation_id)
+        if installation_id is not None or repo_id is not None:
+            values = {k: v for k, v in (("installation_id", installation_id), ("github_id", repo_id)) if v is not None}
             conn.execute(sa.update(repos).where(repos.c.id == found).values(**values))
         return found
 
 
-def record_run(store: Store, repo_pk: int, run: RunRecord) -> None:
+def record_run(store: Store, repo_key: int, run: RunRecord) -> None:
     values = {
-        "repo_id": repo_pk,
+        "repo_id": repo_key,
         "run_id": run.run_id,
         "attempt": run.attempt,
         "head_sha": run.head_sha,
@@ -109,26 +121,36 @@ def record_run(store: Store, repo_pk: int, run: RunRecord) -> None:
 
 def _run(row: Any) -> RunRecord:
     return RunRecord(
-        int(row.run_id), int(row.attempt), row.head_sha, row.head_branch, row.event, row.workflow_path,
-        row.run_number, row.html_url, row.conclusion, row.run_started_at, row.updated_at,
+        int(row.run_id),
+        int(row.attempt),
+        row.head_sha,
+        row.head_branch,
+        row.event,
+        row.workflow_path,
+        row.run_number,
+        row.html_url,
+        row.conclusion,
+        row.run_started_at,
+        row.updated_at,
         tuple(int(n) for n in json.loads(row.pull_requests)),
     )
 
 
-def runs_for_sha(store: Store, repo_pk: int, head_sha: str) -> list[RunRecord]:
+def runs_for_sha(store: Store, repo_key: int, head_sha: str) -> list[RunRecord]:
     with store.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(runs).where(runs.c.repo_id == repo_pk, runs.c.head_sha == head_sha)
+            sa.select(runs)
+            .where(runs.c.repo_id == repo_key, runs.c.head_sha == head_sha)
             .order_by(runs.c.run_id, runs.c.attempt)
         ).all()
     return [_run(r) for r in rows]
 
 
-def record_jobs(store: Store, repo_pk: int, records: Iterable[JobRecord]) -> None:
+def record_jobs(store: Store, repo_key: int, records: Iterable[JobRecord]) -> None:
     for job in records:
         values = {
             "id": job.id,
-            "repo_id": repo_pk,
+            "repo_id": repo_key,
             "run_id": job.run_id,
             "attempt": job.attempt,
             "name": job.name,
@@ -141,34 +163,47 @@ def record_jobs(store: Store, repo_pk: int, records: Iterable[JobRecord]) -> Non
         _upsert(store, jobs, values, ["id"])
 
 
-def jobs_of(store: Store, repo_pk: int, run_id: int) -> list[JobRecord]:
+def jobs_of(store: Store, repo_key: int, run_id: int) -> list[JobRecord]:
     """The jobs stored for a run, every attempt, newest attempt first (one per name)."""
     with store.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(jobs).where(jobs.c.repo_id == repo_pk, jobs.c.run_id == run_id)
+            sa.select(jobs)
+            .where(jobs.c.repo_id == repo_key, jobs.c.run_id == run_id)
             .order_by(jobs.c.attempt.desc(), jobs.c.id)
         ).all()
     found: dict[str, JobRecord] = {}
     for r in rows:
-        found.setdefault(r.name, JobRecord(int(r.id), int(r.run_id), int(r.attempt), r.name, r.conclusion,
-                                           r.started_at, r.completed_at, tuple(json.loads(r.labels)), r.html_url))
+        found.setdefault(
+            r.name,
+            JobRecord(
+                int(r.id),
+                int(r.run_id),
+                int(r.attempt),
+                r.name,
+                r.conclusion,
+                r.started_at,
+                r.completed_at,
+                tuple(json.loads(r.labels)),
+                r.html_url,
+            ),
+        )
     return list(found.values())
 
 
-def stored_artifacts(store: Store, repo_pk: int, run_id: int) -> set[int]:
+def stored_artifacts(store: Store, repo_key: int, run_id: int) -> set[int]:
     with store.engine.connect() as conn:
         rows = conn.execute(
             sa.select(reports.c.artifact_id).where(
-                reports.c.repo_id == repo_pk, reports.c.run_id == run_id, reports.c.artifact_id.is_not(None)
+                reports.c.repo_id == repo_key, reports.c.run_id == run_id, reports.c.artifact_id.is_not(None)
             )
         )
         return {int(a) for (a,) in rows}
 
 
-def stored_attempts(store: Store, repo_pk: int, run_id: int) -> set[int]:
+def stored_attempts(store: Store, repo_key: int, run_id: int) -> set[int]:
     with store.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(reports.c.attempt).where(reports.c.repo_id == repo_pk, reports.c.run_id == run_id).distinct()
+            sa.select(reports.c.attempt).where(reports.c.repo_id == repo_key, reports.c.run_id == run_id).distinct()
         )
         return {int(a) for (a,) in rows}
 
@@ -186,13 +221,15 @@ class CheckRunRecord:
     annotations_sent: frozenset[str]
 
 
-def check_run_of(store: Store, repo_pk: int, head_sha: str, run_id: int, attempt: int) -> CheckRunRecord | None:
+def check_run_of(store: Store, repo_key: int, head_sha: str, run_id: int, attempt: int) -> CheckRunRecord | None:
     """The check run opened for this attempt of this run, and what was already sent to it."""
     with store.engine.connect() as conn:
         row = conn.execute(
             sa.select(check_runs.c.check_run_id, check_runs.c.output_digest, check_runs.c.annotations_sent).where(
-                check_runs.c.repo_id == repo_pk, check_runs.c.head_sha == head_sha,
-                check_runs.c.run_id == run_id, check_runs.c.attempt == attempt,
+                check_runs.c.repo_id == repo_key,
+                check_runs.c.head_sha == head_sha,
+                check_runs.c.run_id == run_id,
+                check_runs.c.attempt == attempt,
             )
         ).first()
     if row is None:
@@ -201,55 +238,65 @@ def check_run_of(store: Store, repo_pk: int, head_sha: str, run_id: int, attempt
 
 
 def remember_check_run(
-    store: Store, repo_pk: int, head_sha: str, run_id: int, attempt: int, record: CheckRunRecord
+    store: Store, repo_key: int, head_sha: str, run_id: int, attempt: int, record: CheckRunRecord
 ) -> None:
     values = {
-        "repo_id": repo_pk, "head_sha": head_sha, "run_id": run_id, "attempt": attempt,
-        "check_run_id": record.check_run_id, "output_digest": record.output_digest,
+        "repo_id": repo_key,
+        "head_sha": head_sha,
+        "run_id": run_id,
+        "attempt": attempt,
+        "check_run_id": record.check_run_id,
+        "output_digest": record.output_digest,
         "annotations_sent": json.dumps(sorted(record.annotations_sent)),
     }
     _upsert(store, check_runs, values, ["repo_id", "head_sha", "run_id", "attempt"])
 
 
-def comment_of(store: Store, repo_pk: int, pr_number: int) -> int | None:
-    return _get(store, comments.c.comment_id, sa.and_(comments.c.repo_id == repo_pk,
-                                                       comments.c.pr_number == pr_number))
+def comment_of(store: Store, repo_key: int, pr_number: int) -> int | None:
+    return _get(
+        store, comments.c.comment_id, sa.and_(comments.c.repo_id == repo_key, comments.c.pr_number == pr_number)
+    )
 
 
-def remember_comment(store: Store, repo_pk: int, pr_number: int, comment_id: int) -> None:
-    _upsert(store, comments, {"repo_id": repo_pk, "pr_number": pr_number, "comment_id": comment_id},
-            ["repo_id", "pr_number"])
+def remember_comment(store: Store, repo_key: int, pr_number: int, comment_id: int) -> None:
+    _upsert(
+        store,
+        comments,
+        {"repo_id": repo_key, "pr_number": pr_number, "comment_id": comment_id},
+        ["repo_id", "pr_number"],
+    )
 
 
-def tests_on_commit(store: Store, repo_pk: int, head_sha: str) -> set[str]:
+def tests_on_commit(store: Store, repo_key: int, head_sha: str) -> set[str]:
     """The ids of the tests that failed, or passed after a retry, on this commit (any context)."""
     with store.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(tests.c.test_id).distinct()
+            sa.select(tests.c.test_id)
+            .distinct()
             .join(observations, observations.c.test_id == tests.c.id)
             .join(reports, reports.c.id == observations.c.report_id)
-            .where(reports.c.repo_id == repo_pk, reports.c.commit_sha == head_sha)
+            .where(reports.c.repo_id == repo_key, reports.c.commit_sha == head_sha)
         )
         return {str(t) for (t,) in rows}
 
 
-def known_flaky_keys(store: Store, repo_pk: int) -> set[tuple[str, str]]:
+def known_flaky_keys(store: Store, repo_key: int) -> set[tuple[str, str]]:
     """(test id, context key) of the tests last announced as known flaky."""
     with store.engine.connect() as conn:
         rows = conn.execute(
             sa.select(tests.c.test_id, contexts.c.key)
             .join(tests, tests.c.id == known_flaky.c.test_id)
             .join(contexts, contexts.c.id == known_flaky.c.context_id)
-            .where(known_flaky.c.repo_id == repo_pk)
+            .where(known_flaky.c.repo_id == repo_key)
         )
         return {(str(t), str(c)) for t, c in rows}
 
 
-def set_known_flaky(store: Store, repo_pk: int, keys: Iterable[tuple[str, str]]) -> None:
+def set_known_flaky(store: Store, repo_key: int, keys: Iterable[tuple[str, str]]) -> None:
     """Replace the set of tests known flaky in this repository."""
     wanted = set(keys)
     with store.engine.begin() as conn:
-        conn.execute(sa.delete(known_flaky).where(known_flaky.c.repo_id == repo_pk))
+        conn.execute(sa.delete(known_flaky).where(known_flaky.c.repo_id == repo_key))
         if not wanted:
             return
         ids = {
@@ -257,33 +304,33 @@ def set_known_flaky(store: Store, repo_pk: int, keys: Iterable[tuple[str, str]])
             for t, c, ti, ci in conn.execute(
                 sa.select(tests.c.test_id, contexts.c.key, tests.c.id, contexts.c.id)
                 .select_from(tests.join(contexts, sa.true()))
-                .where(tests.c.repo_id == repo_pk, tests.c.test_id.in_({t for t, _ in wanted}))
+                .where(tests.c.repo_id == repo_key, tests.c.test_id.in_({t for t, _ in wanted}))
             )
         }
         rows = [
-            {"repo_id": repo_pk, "test_id": ids[k][0], "context_id": ids[k][1]} for k in sorted(wanted) if k in ids
+            {"repo_id": repo_key, "test_id": ids[k][0], "context_id": ids[k][1]} for k in sorted(wanted) if k in ids
         ]
         if rows:
             conn.execute(known_flaky.insert(), rows)
 
 
-def commit_summary(store: Store, repo_pk: int, head_sha: str) -> tuple[int, int]:
+def commit_summary(store: Store, repo_key: int, head_sha: str) -> tuple[int, int]:
     """How many reports, and test results in them, are stored for this commit."""
     with store.engine.connect() as conn:
         count, results = conn.execute(
             sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(reports.c.results), 0)).where(
-                reports.c.repo_id == repo_pk, reports.c.commit_sha == head_sha
+                reports.c.repo_id == repo_key, reports.c.commit_sha == head_sha
             )
         ).one()
     return int(count), int(results)
 
 
-def check_run_attempt(store: Store, repo_pk: int, check_run_id: int) -> tuple[int, int] | None:
+def check_run_attempt(store: Store, repo_key: int, check_run_id: int) -> tuple[int, int] | None:
     """(run id, attempt) that a check run of ours was opened for."""
     with store.engine.connect() as conn:
         row = conn.execute(
             sa.select(check_runs.c.run_id, check_runs.c.attempt).where(
-                check_runs.c.repo_id == repo_pk, check_runs.c.check_run_id == check_run_id
+                check_runs.c.repo_id == repo_key, check_runs.c.check_run_id == check_run_id
             )
         ).first()
     return (int(row[0]), int(row[1])) if row else None

@@ -59,8 +59,19 @@ def redis_url() -> str:
     _cleanup.append(folder)
     _started.append(
         subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(folder)],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(folder),
+            ],
             stdout=subprocess.DEVNULL,
         )
     )
@@ -101,8 +112,7 @@ def postgres_admin_url() -> str:
     initdb, pg_ctl = _pg_binary("initdb"), _pg_binary("pg_ctl")
     if not (initdb and pg_ctl):
         raise MissingService(
-            "no PostgreSQL on 127.0.0.1:5432 and no initdb/pg_ctl to start one: install it "
-            "(apt-get install postgresql)"
+            "no PostgreSQL on 127.0.0.1:5432 and no initdb/pg_ctl to start one: install it (apt-get install postgresql)"
         )
     folder = Path(tempfile.mkdtemp(prefix="flaketally-pg-"))
     _cleanup.append(folder)
@@ -111,12 +121,26 @@ def postgres_admin_url() -> str:
     if os.geteuid() == 0:  # initdb refuses to run as root
         shutil.chown(folder, "nobody")
         run_as = ["runuser", "-u", "nobody", "--"]
-    subprocess.run([*run_as, initdb, "-D", str(folder / "data"), "-U", "postgres", "--auth=trust"],
-                   check=True, stdout=subprocess.DEVNULL)
     subprocess.run(
-        [*run_as, pg_ctl, "-D", str(folder / "data"), "-l", str(folder / "log"), "-w", "-o",
-         f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
-        check=True, stdout=subprocess.DEVNULL,
+        [*run_as, initdb, "-D", str(folder / "data"), "-U", "postgres", "--auth=trust"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        [
+            *run_as,
+            pg_ctl,
+            "-D",
+            str(folder / "data"),
+            "-l",
+            str(folder / "log"),
+            "-w",
+            "-o",
+            f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     _cleanup_cmds.append([*run_as, pg_ctl, "-D", str(folder / "data"), "-m", "immediate", "stop"])
     return f"postgresql://postgres@127.0.0.1:{port}/postgres"

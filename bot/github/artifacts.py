@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import IO, BinaryIO, NamedTuple
 
-from bot.identity import bounded
-from bot.junit import ReportRefused
+from bot.core.identity import bounded
+from bot.core.results import ReportRefused
 
 log = logging.getLogger(__name__)
 

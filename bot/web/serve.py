@@ -7,7 +7,7 @@ import logging
 import uvicorn
 
 from bot.settings import Settings
-from bot.web import create_app
+from bot.web.app import create_app
 
 _FIELDS = ("delivery_id", "event", "action", "outcome", "status", "component", "metric", "error")
 

@@ -14,7 +14,7 @@ from enum import StrEnum
 from itertools import pairwise
 from typing import NamedTuple
 
-from bot.store import Observation, TestHistory
+from bot.core.observations import Observation, TestHistory, has_failure
 
 MIN_OBSERVATIONS = 5
 STABLE_BELOW = 0.05
@@ -98,7 +98,7 @@ def _attempt_words(observations: Sequence[Observation]) -> str:
     return "; ".join(parts)
 
 
-def judge_commit(
+def commit_judgement(
     commit: str,
     observations: Sequence[Observation],
     policy: CommitVerdict = CommitVerdict.UNDETERMINED,
@@ -123,7 +123,7 @@ def judge_commit(
 
 def _flaky_on(observations: Sequence[Observation]) -> bool:
     letters = "".join([o.outcomes for o in observations])
-    return "P" in letters and ("F" in letters or "E" in letters)
+    return "P" in letters and has_failure(letters)
 
 
 def by_commit(observations: Sequence[Observation]) -> list[tuple[str, list[Observation]]]:
@@ -197,6 +197,11 @@ def parse_time(value: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def parse_optional_time(value: str | None) -> datetime | None:
+    """``parse_time`` of a time GitHub may leave out (None or empty: None)."""
+    return parse_time(value) if value else None
+
+
 def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None:
     """The first failing commit when every commit before it passed and every one from it failed."""
     states = []
@@ -216,7 +221,7 @@ def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None
     return None
 
 
-def judge_history(history: TestHistory) -> HistoryJudgement:
+def history_judgement(history: TestHistory) -> HistoryJudgement:
     observations = in_window(history.observations)
     ran = [o for o in observations if o.outcomes != "S" and o.outcomes.replace("S", "")]
     letters = "".join([o.outcomes for o in ran]).replace("S", "")
@@ -226,12 +231,13 @@ def judge_history(history: TestHistory) -> HistoryJudgement:
         counts = f"failed 0 of {len(ran)} runs on {_plural(commits, 'commit')}"
         if n < MIN_OBSERVATIONS:
             evidence = f"{_plural(n, 'observation')}, fewer than {MIN_OBSERVATIONS}; {counts}"
-            return HistoryJudgement(TestVerdict.INSUFFICIENT_DATA, 0.0, 0.0, n, len(ran), 0, commits, (), None,
-                                    evidence)
+            return HistoryJudgement(
+                TestVerdict.INSUFFICIENT_DATA, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence
+            )
         evidence = f"{counts}; score 0.000, lower bound 0.000 < {STABLE_BELOW}"
         return HistoryJudgement(TestVerdict.STABLE, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence)
     groups = by_commit(ran)
-    failed_runs = sum(1 for o in ran if "F" in o.outcomes or "E" in o.outcomes)
+    failed_runs = sum(1 for o in ran if o.failed)
     proof = tuple(commit for commit, obs in groups if _flaky_on(obs))
     score, _ = flip_score(ran, groups)
     lower = wilson_lower_bound(score, n)
@@ -239,9 +245,7 @@ def judge_history(history: TestHistory) -> HistoryJudgement:
     numbers = f"score {score:.3f}, lower bound {lower:.3f}"
 
     def verdict(v: TestVerdict, evidence: str, first_failing: str | None = None) -> HistoryJudgement:
-        return HistoryJudgement(
-            v, score, lower, n, len(ran), failed_runs, len(groups), proof, first_failing, evidence
-        )
+        return HistoryJudgement(v, score, lower, n, len(ran), failed_runs, len(groups), proof, first_failing, evidence)
 
     if proof:
         named = ", ".join(short(c) for c in proof[:5]) + (", …" if len(proof) > 5 else "")
@@ -302,7 +306,7 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
     pairs = sum(1 for _, obs in by_commit(recent) if _flaky_on(obs))
     if not pairs:
         return None
-    failed = sum(1 for o in recent if "F" in o.outcomes or "E" in o.outcomes)
+    failed = sum(1 for o in recent if o.failed)
     return KnownFlaky(len(recent), failed, pairs)
 
 

@@ -1,6 +1,6 @@
 """The bodies Flaketally sends to GitHub: the check run's output and annotations, and the PR comment.
 
-Every outside text (test names, messages, file paths) goes through ``bot.markdown`` so it stays inert,
+Every outside text (test names, messages, file paths) goes through ``bot.render.markdown`` so it stays inert,
 and every body is cut to GitHub's limits with a line saying how much was left out.
 """
 
@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.findings import Advice, CommitReport, Finding, decide
-from bot.github import Annotation, AnnotationLevel, CheckConclusion, CheckOutput
-from bot.markdown import code, neutralise, plain, truncate
-from bot.verdicts import CommitVerdict, short
+from bot.core.findings import Advice, CommitReport, Finding, decide
+from bot.core.verdicts import CommitVerdict, short
+from bot.github.limits import MAX_COMMENT, MAX_OUTPUT_TEXT
+from bot.github.models import AnnotationLevel, CheckConclusion
+from bot.github.payloads import Annotation, CheckOutput
+from bot.render.markdown import code, neutralise, plain, truncate
 
 MARKER = "<!-- flaketally:comment -->"
 CHECK_NAME = "Flaketally"
-MAX_OUTPUT = 65_535  # check run summary and text
-MAX_COMMENT = 65_536
-MAX_ANNOTATION_MESSAGE = 4_000
+MAX_ANNOTATION_MESSAGE = 4_000  # ours, well under GitHub's MAX_ANNOTATION_BYTES: a developer reads it inline
 
 _ADVICE = {
     Advice.NOT_YOUR_CHANGE: "Not your change: it passed on a rerun of the same code; no need to touch it here.",
@@ -166,14 +166,14 @@ def check_output(report: CommitReport, workflow_path: str = ".github") -> tuple[
     gate = decide(report, lambda name: code(name, 100))
     summary = [gate.reason, ""]
     if report.findings:
-        summary += _rows(report, advice=False, budget=MAX_OUTPUT // 2)
+        summary += _rows(report, advice=False, budget=MAX_OUTPUT_TEXT // 2)
     if report.problems:
         summary += ["", "Not judged: " + "; ".join(plain(p, 300) for p in report.problems[:20])]
     text = [*_costs(report), *_known(report), *_ended(report), "", *_how(report)]
     output = CheckOutput.bounded(
         title=neutralise(_headline(report)),
-        summary=_fit(summary, MAX_OUTPUT),
-        text=_fit(text, MAX_OUTPUT),
+        summary=_fit(summary, MAX_OUTPUT_TEXT),
+        text=_fit(text, MAX_OUTPUT_TEXT),
         annotations=[_annotation(f, workflow_path) for f in report.findings],
     )
     return gate.conclusion.value, output

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 
-from bot.identity import ExecutionContext, RunIdentity
-from bot.junit import Report
-from bot.verdicts import parse_time
+from bot.core.analysis import FileWarning
+from bot.core.identity import ExecutionContext, RunIdentity
+from bot.core.results import Report
+from bot.core.verdicts import parse_time
 
 META = "meta.json"
-
-
-@dataclass(frozen=True, slots=True)
-class FileWarning:
-    """A problem with one input file, named in the output; the rest of the run goes on."""
-
-    path: str
-    message: str
 
 
 def report_files(paths: Iterable[str]) -> tuple[list[Path], list[FileWarning]]:
@@ -93,4 +85,3 @@ def identify(path: Path, report: Report, repo: str) -> tuple[RunIdentity, list[F
         started_at=_iso(str(meta["started_at"])) if meta.get("started_at") else _iso(report.timestamp),
     )
     return identity, warnings
-

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.analysis import Analysis, TestAnalysis
-from bot.markdown import code, plain
-from bot.verdicts import CommitJudgement, CommitVerdict, TestVerdict
+from bot.core.analysis import Analysis
+from bot.core.judge import TestAnalysis
+from bot.core.verdicts import CommitJudgement, CommitVerdict, TestVerdict
+from bot.render.markdown import code, plain
 
 JSON_VERSION = 1
 
@@ -56,7 +57,11 @@ def to_text(analysis: Analysis) -> str:
 
 def _commit_json(c: CommitJudgement) -> dict[str, Any]:
     return {
-        "sha": c.commit, "verdict": c.verdict.value, "attempts": c.attempts, "passed": c.passed, "failed": c.failed,
+        "sha": c.commit,
+        "verdict": c.verdict.value,
+        "attempts": c.attempts,
+        "passed": c.passed,
+        "failed": c.failed,
         "evidence": c.evidence,
     }
 

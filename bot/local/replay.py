@@ -1,7 +1,8 @@
 """``flaketally replay``: the whole pipeline for one delivery, against local artifact zips.
 
-``LocalGitHub`` answers the pipeline's questions from the delivery's payload and a folder of zips,
-and keeps the check run and comments it is asked to post, so a user sees them before registering an App.
+``LocalGitHub`` answers the pipeline's questions (``bot.pipeline.port.Port``) from the delivery's payload
+and a folder of zips, and keeps the check runs, comments and rerun requests it is asked to make, so a user
+sees them before registering an App.
 """
 
 from __future__ import annotations
@@ -13,18 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from bot.github import (
-    Artifact,
-    ArtifactGone,
-    CheckConclusion,
-    CheckOutput,
-    CheckStatus,
-    Comment,
-    Job,
-    RunAttempt,
-    RunSummary,
-    parse_run_attempt,
-)
+from bot.github.errors import ArtifactGone
+from bot.github.models import Artifact, CheckConclusion, CheckStatus, Comment, Job, RunAttempt, RunSummary
+from bot.github.parsing import parse_run_attempt
+from bot.github.payloads import CheckOutput
 
 
 class ReplayError(Exception):
@@ -67,6 +60,7 @@ class LocalGitHub:
         self.files = {_artifact_id(p): p for p in zips}
         self.checks: dict[int, PostedCheck] = {}
         self.comments: dict[int, PostedComment] = {}
+        self.reruns: list[int] = []  # the run ids whose failed jobs it was asked to rerun
         self._ids = itertools.count(1)
 
     def get_run_attempt(self, repo: str, run_id: int, attempt: int) -> RunAttempt:
@@ -79,8 +73,9 @@ class LocalGitHub:
 
     def list_artifacts(self, repo: str, run_id: int) -> list[Artifact]:
         return [
-            Artifact(id=i, name=p.stem, size_in_bytes=p.stat().st_size, expired=False,
-                     created_at=self.run.run_started_at)
+            Artifact(
+                id=i, name=p.stem, size_in_bytes=p.stat().st_size, expired=False, created_at=self.run.run_started_at
+            )
             for i, p in self.files.items()
         ]
 
@@ -98,9 +93,24 @@ class LocalGitHub:
     def pulls_for_commit(self, repo: str, sha: str) -> list[int]:
         return []
 
+    def rerun_failed_jobs(self, repo: str, run_id: int) -> None:
+        self.reruns.append(run_id)
+
+    def find_check_run(self, repo: str, head_sha: str, name: str) -> int | None:
+        ours = [i for i, c in self.checks.items() if c.head_sha == head_sha and c.name == name]
+        return max(ours) if ours else None
+
     def create_check_run(
-        self, repo: str, head_sha: str, name: str, *, status: CheckStatus, external_id: str,
-        details_url: str | None = None, output: CheckOutput | None = None, conclusion: CheckConclusion | None = None,
+        self,
+        repo: str,
+        head_sha: str,
+        name: str,
+        *,
+        status: CheckStatus,
+        external_id: str,
+        details_url: str | None = None,
+        output: CheckOutput | None = None,
+        conclusion: CheckConclusion | None = None,
     ) -> int:
         check_id = next(self._ids)
         self.checks[check_id] = PostedCheck(head_sha, name, status)
@@ -108,8 +118,13 @@ class LocalGitHub:
         return check_id
 
     def update_check_run(
-        self, repo: str, check_run_id: int, *, status: CheckStatus | None = None,
-        conclusion: CheckConclusion | None = None, output: CheckOutput | None = None,
+        self,
+        repo: str,
+        check_run_id: int,
+        *,
+        status: CheckStatus | None = None,
+        conclusion: CheckConclusion | None = None,
+        output: CheckOutput | None = None,
     ) -> None:
         check = self.checks[check_run_id]
         check.status = status or check.status
@@ -174,9 +189,13 @@ def render(github: LocalGitHub) -> str:
             for a in check.annotations
         ]
         out.append("")
+    out += [f"=== rerun of the failed jobs of run {run_id} requested" for run_id in github.reruns]
     if not github.comments:
         out.append("=== no pull request comment: the payload names no pull request, or there is nothing to say")
     for comment in github.comments.values():
-        out += [f"=== comment on pull request #{comment.number} ({'edited' if comment.edited else 'new'})",
-                comment.body, ""]
+        out += [
+            f"=== comment on pull request #{comment.number} ({'edited' if comment.edited else 'new'})",
+            comment.body,
+            "",
+        ]
     return "\n".join(out) + "\n"

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from bot.analysis import judge
-from bot.cost import Cost, Rates
-from bot.identity import ExecutionContext
-from bot.store import TestHistory
-from bot.verdicts import (
+from bot.core.cost import Cost, Rates
+from bot.core.identity import ExecutionContext
+from bot.core.judge import judge
+from bot.core.observations import TestHistory, any_failed
+from bot.core.verdicts import (
     CommitJudgement,
     CommitVerdict,
     HistoryJudgement,
@@ -105,7 +105,7 @@ class CommitReport:
 _ORDER = {CommitVerdict.FAILING: 0, CommitVerdict.UNDETERMINED: 1, CommitVerdict.FLAKY: 2, CommitVerdict.PASSING: 3}
 
 
-def build(
+def commit_report(
     repo: str,
     head_sha: str,
     histories: Iterable[TestHistory],
@@ -130,19 +130,37 @@ def build(
         elif no_longer_flaky(key in previously_known, known):
             ended.append((history.test_id, context.display()))
         here = [o for o in history.observations if o.commit == head_sha]
-        if not any("F" in o.outcomes or "E" in o.outcomes for o in here):
+        if not any_failed(here):
             continue
         judged = judge(history, policy, rates)  # the same judgement and cost `flaketally analyze` gives
         commit = next(c for c in judged.commits if c.commit == head_sha)
         message = next((o.message for o in here if o.message), "")
         findings.append(
-            Finding(history.test_id, history.name, history.file, history.line, context, commit,
-                    judged.judgement, known, judged.cost, message)
+            Finding(
+                history.test_id,
+                history.name,
+                history.file,
+                history.line,
+                context,
+                commit,
+                judged.judgement,
+                known,
+                judged.cost,
+                message,
+            )
         )
     findings.sort(key=lambda f: (_ORDER[f.verdict], f.test_id, f.context.key()))
     return CommitReport(
-        repo, head_sha, policy, rates, tuple(findings), tests_seen, reports, tuple(sorted(ended)),
-        frozenset(known_now), tuple(problems),
+        repo,
+        head_sha,
+        policy,
+        rates,
+        tuple(findings),
+        tests_seen,
+        reports,
+        tuple(sorted(ended)),
+        frozenset(known_now),
+        tuple(problems),
     )
 
 
@@ -182,8 +200,11 @@ def decide(report: CommitReport, show: Callable[[str], str] = _as_is) -> Gate:
         return Gate(
             Conclusion.NEUTRAL,
             f"Neutral: {_names(known, show)} failed once and "
-            + ("is known flaky; it was not rerun." if len({f.name for f in known}) == 1
-               else "are known flaky; they were not rerun."),
+            + (
+                "is known flaky; it was not rerun."
+                if len({f.name for f in known}) == 1
+                else "are known flaky; they were not rerun."
+            ),
         )
     if flaky:
         only = "the only failure, " if len(flaky) == 1 else "every failure, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.verdicts import CommitJudgement, CommitVerdict
+from bot.core.verdicts import CommitJudgement, CommitVerdict
 
 
 @dataclass(frozen=True, slots=True)

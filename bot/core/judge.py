@@ -1,0 +1,55 @@
+"""The one judge of a test: its history verdict, the verdict of each commit it failed on, and their cost.
+``flaketally analyze`` shows this for every test it has seen; the PR findings show it for the tests that
+failed on one commit, so the two cannot disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.core.cost import Cost, Rates, cost_of
+from bot.core.identity import ExecutionContext
+from bot.core.observations import TestHistory, any_failed
+from bot.core.verdicts import (
+    CommitJudgement,
+    CommitVerdict,
+    HistoryJudgement,
+    TestVerdict,
+    by_commit,
+    commit_judgement,
+    history_judgement,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TestAnalysis:
+    __test__ = False  # not a pytest test class
+
+    history: TestHistory
+    judgement: HistoryJudgement
+    commits: tuple[CommitJudgement, ...]  # the commits on which the test failed at least once
+    cost: Cost
+    passing_commits: int  # the others: every attempt passed or was skipped
+
+    @property
+    def context(self) -> ExecutionContext:
+        return ExecutionContext.from_key(self.history.context)
+
+    @property
+    def is_finding(self) -> bool:
+        return self.judgement.verdict in (TestVerdict.FLAKY, TestVerdict.BROKEN, TestVerdict.REGRESSION) or any(
+            c.verdict is not CommitVerdict.PASSING for c in self.commits
+        )
+
+
+def judge(history: TestHistory, policy: CommitVerdict, rates: Rates) -> TestAnalysis:
+    """A test's history verdict, and a judgement of each commit on which it failed at least once (a commit
+    where every attempt passed is counted, not spelled out: most of a large history is just that)."""
+    observations = history.observations
+    if not any_failed(observations):
+        commits: tuple[CommitJudgement, ...] = ()
+        seen = len({o.commit for o in observations})
+    else:
+        groups = by_commit(observations)
+        seen = len(groups)
+        commits = tuple(commit_judgement(sha, obs, policy) for sha, obs in groups if any_failed(obs))
+    return TestAnalysis(history, history_judgement(history), commits, cost_of(commits, rates), seen - len(commits))

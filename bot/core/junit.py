@@ -1,0 +1,307 @@
+"""JUnit XML to test results, streamed through defusedxml.
+
+A report is read in chunks by defusedxml's expat reader with DTDs, entities and external references
+forbidden, so memory does not grow with the size of the file, only with the number of distinct tests.
+The reader collects one entry per ``<testcase>``; what each runner's habits mean (retries inside one
+report, repeated testcases, 0-based lines, panics in the output) is decided in ``bot.core.runners``.
+
+A testcase whose ``status`` says it did not run (``disabled``, ``notrun``, ...) is skipped. A time that
+covers several attempts (several ``<failure>`` elements, ``Retry #N`` sections) is shared out evenly.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import re
+from pyexpat import ExpatError, errors
+from typing import IO, Any
+
+from defusedxml import DefusedXmlException
+from defusedxml.expatreader import create_parser
+
+from bot.core import runners
+from bot.core.identity import MAX_NAME, bounded
+from bot.core.results import Outcome, Report, ReportRefused, TestResult, first_line
+from bot.core.runners import TEXT_OF, Dialect, Entry
+
+CHUNK = 1 << 20
+MAX_DEPTH = 64
+MAX_REPORT_BYTES = 1 << 30
+MAX_TESTCASES = 5_000_000
+MAX_INT = 2**31 - 1  # line and attempt numbers beyond this are nonsense, and overflow an SQL INTEGER
+_TEXT_CAP = 4096
+
+_CAPTURED = TEXT_OF | {"skipped", "system-out"}
+_PROPERTY_KEYS = {"commit", "attempt", "go.version", "java.version", "os.name", "os.arch"}
+_NOT_RUN = {"disabled", "notrun", "not_run", "skipped", "ignored"}
+_DIGITS = re.compile(r"\s*\+?\d{1,10}\s*")
+_NO_SUITE = ("", "")
+
+
+def _float(value: str | None) -> float:
+    if not value:
+        return 0.0
+    try:
+        number = float(value)
+    except ValueError:
+        return 0.0
+    return number if number >= 0 and number == number and number != float("inf") else 0.0
+
+
+def _int(value: str | None) -> int | None:
+    """A non-negative decimal integer no larger than MAX_INT, else None."""
+    if value is None or not _DIGITS.fullmatch(value):
+        return None
+    number = int(value)
+    return number if number <= MAX_INT else None
+
+
+def _bounded_name(text: str) -> str:
+    return text if len(text) <= MAX_NAME else bounded(text, MAX_NAME)
+
+
+class _Child:
+    """The child of a testcase being read (a failure, a skip, its output), and the text kept of it."""
+
+    __slots__ = ("message", "retries", "retry_tail", "tag", "text", "text_len", "time")
+
+    def __init__(self, tag: str, message: str, time: str) -> None:
+        self.tag = tag
+        self.message = message
+        self.time = time
+        self.text: list[str] = []
+        self.text_len = 0
+        self.retry_tail = ""
+        self.retries = 0
+
+
+class _RunFields:
+    """The run identity a report writes about itself: suite attributes, or ``<property>`` entries."""
+
+    __slots__ = ("attempt", "commit", "in_properties", "props", "timestamp")
+
+    def __init__(self) -> None:
+        self.commit: str | None = None
+        self.attempt: int | None = None
+        self.timestamp: str | None = None
+        self.in_properties = False
+        self.props: dict[str, str] = {}
+
+    def suite(self, attrs: dict[str, str]) -> None:
+        if self.commit is None and attrs.get("commit"):
+            self.commit = bounded(attrs.get("commit", ""), 100)
+        if self.attempt is None:
+            self.attempt = _int(attrs.get("attempt"))
+        if self.timestamp is None and attrs.get("timestamp"):
+            self.timestamp = bounded(attrs.get("timestamp", ""), 40)
+
+    def property(self, attrs: dict[str, str]) -> None:
+        name = attrs.get("name", "")
+        if name in _PROPERTY_KEYS and name not in self.props:
+            self.props[name] = bounded(attrs.get("value", ""), 200)
+
+    def report(self, digest: str, results: list[TestResult], size: int) -> Report:
+        props = self.props
+        return Report(
+            digest=digest,
+            results=results,
+            commit=self.commit or props.get("commit") or None,
+            attempt=self.attempt if self.attempt is not None else _int(props.get("attempt")),
+            timestamp=self.timestamp,
+            runtime=props.get("go.version") or (f"java {props['java.version']}" if "java.version" in props else ""),
+            os=props.get("os.name", ""),
+            arch=props.get("os.arch", ""),
+            size=size,
+        )
+
+
+class _Handler:
+    """expat callbacks. Character data is only listened to inside the elements whose text is kept, so
+    the whitespace and output between testcases never reaches Python."""
+
+    def __init__(self, parser: Any) -> None:
+        self.parser = parser
+        self.depth = 0
+        self.root: str | None = None
+        self.playwright = False
+        self.pytest = False
+        self.entries: list[Entry] = []
+        self.suites: list[tuple[str, str]] = []  # (name, hostname) of each open <testsuite>
+        self.suite: tuple[str, str] = _NO_SUITE  # the innermost open one
+        self.suite_names: set[str] = set()
+        self.unnamed = 0
+        self.entry: Entry | None = None
+        self.child: _Child | None = None
+        self.run = _RunFields()
+
+    def dialect(self) -> Dialect:
+        return Dialect(pytest=self.pytest, playwright=self.playwright, one_suite=len(self.suite_names) <= 1)
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ReportRefused(f"elements nested deeper than {MAX_DEPTH}")
+        if tag == "testcase":
+            self._start_case(attrs)
+            return
+        if self.root is None:
+            if tag not in ("testsuites", "testsuite"):
+                raise ReportRefused(f"not a JUnit report (root element <{bounded(tag, 40)}>)")
+            self.root = tag
+            self.playwright = runners.is_playwright_root(tag, attrs)
+        entry = self.entry
+        if entry is not None:
+            if self.child is None and tag in _CAPTURED:
+                self._start_child(entry, tag, attrs)
+        elif tag == "testsuite":
+            self._start_suite(attrs)
+        elif tag == "properties":
+            self.run.in_properties = True
+        elif tag == "property" and self.run.in_properties:
+            self.run.property(attrs)
+
+    def _start_suite(self, attrs: dict[str, str]) -> None:
+        self.suite = (_bounded_name(attrs.get("name", "")), attrs.get("hostname", ""))
+        self.suites.append(self.suite)
+        self.suite_names.add(self.suite[0])
+        if runners.is_pytest_suite(attrs):
+            self.pytest = True
+        self.run.suite(attrs)
+
+    def _start_case(self, attrs: dict[str, str]) -> None:
+        if len(self.entries) >= MAX_TESTCASES:
+            raise ReportRefused(f"more than {MAX_TESTCASES} testcases")
+        get = attrs.get
+        classname = get("classname", "")
+        if len(classname) > MAX_NAME:
+            classname = bounded(classname, MAX_NAME)
+        name = get("name", "")
+        if not name or name.isspace():
+            self.unnamed += 1
+            name = f"(unnamed testcase {self.unnamed})"
+        elif len(name) > MAX_NAME:
+            name = bounded(name, MAX_NAME)
+        file = get("file") or None
+        if file and len(file) > MAX_NAME:
+            file = bounded(file, MAX_NAME)
+        line = get("line")
+        time = get("time")
+        suite, hostname = self.suite
+        entry = Entry(
+            classname,
+            name,
+            file,
+            _int(line) if line is not None else None,
+            _float(time) if time else 0.0,
+            suite,
+            hostname,
+        )
+        status = get("status")
+        if status and status.strip().lower() in _NOT_RUN:
+            entry.final = Outcome.SKIPPED
+        self.entry = entry
+
+    def _start_child(self, entry: Entry, tag: str, attrs: dict[str, str]) -> None:
+        message = attrs.get("message", "")
+        self.child = _Child(tag, message, attrs.get("time", ""))
+        # Text is read only where it is used: a failure's first line when it has no message,
+        # Playwright's "Retry #N" sections, and the output of a failure that has no message
+        # (libtest writes its panic there, after the failure).
+        if tag == "system-out":
+            wanted = entry.failures is not None and not entry.failures[0].message
+        else:
+            wanted = tag in TEXT_OF and (not message or (self.playwright and tag == "failure"))
+        if wanted:
+            self.parser.CharacterDataHandler = self.characters
+
+    def characters(self, content: str) -> None:
+        child = self.child
+        assert child is not None
+        if child.text_len < _TEXT_CAP:
+            child.text.append(content[: _TEXT_CAP - child.text_len])
+            child.text_len += len(content)
+        if self.playwright and child.tag == "failure":
+            found, child.retry_tail = runners.count_retry_sections(child.retry_tail, content)
+            child.retries += found
+
+    def end(self, tag: str) -> None:
+        self.depth -= 1
+        entry = self.entry
+        if entry is not None:
+            if tag == "testcase":
+                self.entries.append(entry)
+                self.entry = None
+            elif self.child is not None and tag == self.child.tag:
+                self.parser.CharacterDataHandler = None
+                self._end_child(entry, self.child)
+                self.child = None
+        elif tag == "testsuite" and self.suites:
+            self.suites.pop()
+            self.suite = self.suites[-1] if self.suites else _NO_SUITE
+        elif tag == "properties":
+            self.run.in_properties = False
+
+    def _end_child(self, entry: Entry, child: _Child) -> None:
+        text = "".join(child.text)
+        if child.tag == "system-out":
+            # only ever used as the message of a failure that has none
+            entry.system_out = runners.output_message(text)
+            return
+        if child.tag == "skipped":
+            if entry.final is Outcome.PASSED:
+                entry.final = Outcome.SKIPPED
+            return
+        message = first_line(child.message) or first_line(text)
+        entry.add(child.tag, _float(child.time) or entry.time, message)
+        if child.tag in runners.FINAL:
+            entry.playwright_retries += child.retries
+
+
+def _defused_expat() -> Any:
+    """defusedxml's expat parser (DTDs, entity declarations and external references refused), driven
+    directly: the SAX layer above it would cost more than the parsing itself."""
+    reader = create_parser(forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    reader.reset()
+    parser = reader._parser  # type: ignore[attr-defined]
+    parser.buffer_text = True
+    parser.buffer_size = 1 << 16
+    parser.ProcessingInstructionHandler = None
+    parser.CharacterDataHandler = None
+    return parser
+
+
+def parse(stream: IO[bytes]) -> Report:
+    """Read one JUnit report from a binary stream; raise ReportRefused when it cannot be used."""
+    parser = _defused_expat()
+    handler = _Handler(parser)
+    parser.StartElementHandler = handler.start
+    parser.EndElementHandler = handler.end
+    digest = hashlib.sha256()
+    size = 0
+    collecting = gc.isenabled()
+    gc.disable()  # many small objects, none of them cyclic: the collector would only walk them
+    try:
+        while chunk := stream.read(CHUNK):
+            size += len(chunk)
+            if size > MAX_REPORT_BYTES:
+                raise ReportRefused(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
+            digest.update(chunk)
+            parser.Parse(chunk, False)
+        if not size:
+            raise ReportRefused("empty: no XML element")
+        parser.Parse(b"", True)
+        results = runners.merge(handler.entries, handler.dialect())
+    except DefusedXmlException as exc:
+        reason = f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)"
+        raise ReportRefused(reason) from None
+    except ExpatError as exc:
+        raise ReportRefused(f"not well-formed XML at line {exc.lineno}: {errors.messages[exc.code]}") from None
+    except (ValueError, UnicodeError) as exc:
+        raise ReportRefused(f"unreadable XML: {bounded(str(exc), 200)}") from None
+    finally:
+        if collecting:
+            gc.enable()
+    if handler.root is None:
+        raise ReportRefused("empty: no XML element")
+    return handler.run.report(digest.hexdigest(), results, size)

@@ -1,0 +1,57 @@
+"""A test's history as the judge sees it: one ``Observation`` per stored report that held the test, in the
+order the reports ran. The store builds these; everything in ``bot.core`` that judges takes them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from bot.core.results import Outcome
+
+# The letter of each outcome in ``Observation.outcomes``: P passed, F failed, E error, S skipped.
+LETTER = {outcome: outcome.letter for outcome in Outcome}
+PASSED, FAILED, ERROR, SKIPPED = (LETTER[o] for o in (Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.SKIPPED))
+
+
+def has_failure(outcomes: str) -> bool:
+    """Whether a string of outcome letters holds a failure or an error."""
+    return FAILED in outcomes or ERROR in outcomes
+
+
+class Observation(NamedTuple):
+    """One test in one stored report."""
+
+    order: int
+    commit: str
+    attempt: int
+    run_id: int | None
+    started_at: str | None
+    outcomes: str  # one letter per attempt, in order (``LETTER``)
+    seconds: float  # the attempts' runtimes added up
+    message: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """Whether any attempt in this report failed or errored."""
+        return FAILED in self.outcomes or ERROR in self.outcomes
+
+
+def any_failed(observations: Iterable[Observation]) -> bool:
+    return any(FAILED in o.outcomes or ERROR in o.outcomes for o in observations)
+
+
+@dataclass(slots=True)
+class TestHistory:
+    """Every observation of one test in one execution context (``context`` is its key)."""
+
+    __test__ = False  # not a pytest test class
+
+    test_id: str
+    family: str
+    classname: str
+    name: str
+    file: str | None
+    line: int | None
+    context: str
+    observations: list[Observation] = field(default_factory=list)

@@ -1,0 +1,103 @@
+"""What a JUnit report says, as plain data: each test's attempts in order and the run identity written in
+the report. ``bot.core.junit`` reads it; the store keeps it; the verdicts judge it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import ClassVar, NamedTuple
+
+from bot.core.identity import family_id, test_id
+
+MAX_MESSAGE = 300
+
+
+class Outcome(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (Outcome.FAILED, Outcome.ERROR)
+
+    @property
+    def letter(self) -> str:
+        """The one letter an outcome is stored and judged as (``bot.core.observations``)."""
+        return self.value[0].upper()
+
+
+class Attempt(NamedTuple):
+    outcome: Outcome
+    duration: float = 0.0
+    message: str = ""
+
+
+@dataclass(slots=True)
+class TestResult:
+    """One test in one report: its attempts in order, the last being the final outcome."""
+
+    __test__: ClassVar[bool] = False  # not a pytest test class
+
+    classname: str
+    name: str
+    attempts: tuple[Attempt, ...]
+    file: str | None = None
+    line: int | None = None
+    project: str | None = None
+    id: str = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.id = test_id(self.classname, self.name, self.file, self.project)
+
+    @property
+    def family(self) -> str:
+        return family_id(self.classname, self.name, self.file, self.project)
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.attempts[-1].outcome
+
+    @property
+    def message(self) -> str:
+        """The first line of the first failure's message, bounded."""
+        for attempt in self.attempts:
+            if attempt.outcome.is_failure and attempt.message:
+                return attempt.message
+        return ""
+
+
+@dataclass(slots=True)
+class Report:
+    """What one JUnit file says: its results and the run identity written inside it."""
+
+    digest: str
+    results: list[TestResult]
+    commit: str | None = None
+    attempt: int | None = None
+    timestamp: str | None = None
+    runtime: str = ""
+    os: str = ""
+    arch: str = ""
+    size: int = 0
+
+
+class ReportRefused(Exception):
+    """The file is not a usable JUnit report; the message says why, for a warning."""
+
+
+def first_line(text: str | None, limit: int = MAX_MESSAGE) -> str:
+    """The first non-blank line, stripped and bounded (without splitting the whole text)."""
+    if not text:
+        return ""
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start)
+        if end < 0:
+            end = size
+        line = text[start:end].strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+        start = end + 1
+    return ""

@@ -1,0 +1,128 @@
+"""The entry points, one per job: what each webhook event makes Flaketally do.
+
+``process_workflow_run`` is the whole pipeline for one finished attempt, in the order it runs: begin
+(is the installation active, which repository), the run and its pull requests, the check run opened,
+collect (``bot.pipeline.collect``), then under the repository's publish lock assess
+(``bot.pipeline.assess``) and publish (``bot.pipeline.publish``). GitHub is reached only through the
+``Port``, the store only through ``bot.store``. Everything is idempotent: processing an attempt again
+stores nothing twice and edits the same check run and the same comment.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from datetime import UTC, datetime
+
+from bot.core.findings import CommitReport
+from bot.core.verdicts import parse_optional_time
+from bot.pipeline.assess import assess
+from bot.pipeline.collect import collect_commit, run_record
+from bot.pipeline.port import Port
+from bot.pipeline.publish import ensure_check_run, publish
+from bot.pipeline.scope import Options, Scope
+from bot.store import Store
+from bot.store import records as rec
+
+log = logging.getLogger(__name__)
+
+PublishLock = Callable[[], AbstractContextManager[None]]
+
+
+def _no_lock() -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+def begin(
+    store: Store, gh: Port, *, installation_id: int, repo: str, repo_id: int, options: Options | None = None
+) -> Scope | None:
+    """The scope of one delivery, or None when its installation is suspended or deleted."""
+    if rec.installation_state(store, installation_id) in (
+        rec.InstallationState.DELETED,
+        rec.InstallationState.SUSPENDED,
+    ):
+        log.info("installation not processed", extra={"installation_id": installation_id})
+        return None
+    repo_key = rec.repo_key(store, repo, installation_id, repo_id)
+    return Scope(store, gh, installation_id, repo, repo_id, repo_key, options or Options())
+
+
+def process_workflow_run(
+    store: Store,
+    gh: Port,
+    *,
+    installation_id: int,
+    repo: str,
+    repo_id: int,
+    run_id: int,
+    attempt: int,
+    options: Options | None = None,
+    now: datetime | None = None,
+    publish_lock: PublishLock = _no_lock,
+) -> CommitReport | None:
+    """``workflow_run`` ``completed``: collect, judge and report one attempt."""
+    scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id, options=options)
+    if scope is None:
+        return None
+    run = gh.get_run_attempt(repo, run_id, attempt)
+    pulls = list(run.pull_requests) or gh.pulls_for_commit(repo, run.head_sha)
+    rec.record_run(store, scope.repo_key, run_record(run, pulls))
+    check = ensure_check_run(scope, run.head_sha, run_id, attempt)
+    collect_commit(scope, run, pulls)
+    with publish_lock():
+        report = assess(scope, run.head_sha, now or parse_optional_time(run.updated_at) or datetime.now(UTC))
+        publish(scope, report, run, check, pulls)
+    return report
+
+
+def open_check_run(
+    store: Store,
+    gh: Port,
+    *,
+    installation_id: int,
+    repo: str,
+    repo_id: int,
+    head_sha: str,
+    run_id: int,
+    attempt: int,
+) -> rec.CheckRunRecord | None:
+    """``workflow_run`` ``requested``: the attempt's check run, in progress, before any result is in."""
+    scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id)
+    if scope is None:
+        return None
+    return ensure_check_run(scope, head_sha, run_id, attempt)
+
+
+def rejudge(
+    store: Store,
+    gh: Port,
+    *,
+    installation_id: int,
+    repo: str,
+    repo_id: int,
+    head_sha: str,
+    check_run_id: int,
+    options: Options | None = None,
+    publish_lock: PublishLock = _no_lock,
+) -> CommitReport | None:
+    """``check_run`` ``rerequested``: process the attempt that check run belongs to again."""
+    scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id, options=options)
+    if scope is None:
+        return None
+    found = rec.check_run_attempt(store, scope.repo_key, check_run_id)
+    if found is None:
+        log.info("rerequested check run unknown", extra={"repo": repo, "check_run_id": check_run_id})
+        return None
+    run_id, attempt = found
+    return process_workflow_run(
+        store,
+        gh,
+        installation_id=installation_id,
+        repo=repo,
+        repo_id=repo_id,
+        run_id=run_id,
+        attempt=attempt,
+        options=options,
+        publish_lock=publish_lock,
+    )

@@ -1,0 +1,114 @@
+"""Publish: the attempt's ``Flaketally`` check run and one comment per pull request, sending only what
+GitHub does not hold yet, so the same verdicts sent twice change nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+
+from bot.core.findings import CommitReport
+from bot.github.bodies import CHECK_NAME, MARKER, check_output, cleared_body, comment_body, failed_output
+from bot.github.models import CheckConclusion, RunAttempt
+from bot.github.payloads import CheckOutput
+from bot.pipeline.collect import workflow_file
+from bot.pipeline.port import Port
+from bot.pipeline.scope import Scope
+from bot.store import Store
+from bot.store import records as rec
+
+log = logging.getLogger(__name__)
+
+
+def ensure_check_run(scope: Scope, head_sha: str, run_id: int, attempt: int) -> rec.CheckRunRecord:
+    """The ``Flaketally`` check run of this attempt, opened in progress when there is none yet.
+
+    One check run per attempt: GitHub only ever appends annotations, so a later attempt's verdicts get
+    a fresh check run (the newest one of a name is the one branch protection reads)."""
+    known = rec.check_run_of(scope.store, scope.repo_key, head_sha, run_id, attempt)
+    if known is None:
+        check_run_id = scope.gh.create_check_run(
+            scope.repo, head_sha, CHECK_NAME, status="in_progress", external_id=f"{run_id}:{attempt}"
+        )
+        known = rec.CheckRunRecord(check_run_id, None, frozenset())
+        rec.remember_check_run(scope.store, scope.repo_key, head_sha, run_id, attempt, known)
+    return known
+
+
+def publish(
+    scope: Scope, report: CommitReport, run: RunAttempt, check: rec.CheckRunRecord, pull_requests: Sequence[int]
+) -> None:
+    """Conclude the check run, write or clear each pull request's comment, remember who is known flaky."""
+    conclusion, output = check_output(report, workflow_file(run.path))
+    update_check(scope, run, check, conclusion, output)
+    for number in pull_requests:
+        comment_id = rec.comment_of(scope.store, scope.repo_key, number) or _find_comment(scope.gh, scope.repo, number)
+        if report.has_something_to_say:
+            body = comment_body(report)
+        elif comment_id is not None:
+            body = cleared_body(report)
+        else:
+            continue
+        if comment_id is None:
+            comment_id = scope.gh.create_issue_comment(scope.repo, number, body)
+        else:
+            scope.gh.update_issue_comment(scope.repo, comment_id, body)
+        rec.remember_comment(scope.store, scope.repo_key, number, comment_id)
+    rec.set_known_flaky(scope.store, scope.repo_key, report.known_flaky_now)
+
+
+def update_check(
+    scope: Scope, run: RunAttempt, check: rec.CheckRunRecord, conclusion: CheckConclusion, output: CheckOutput
+) -> None:
+    """Conclude the check run, sending only what it does not hold yet: the same verdicts sent twice
+    change nothing, and no annotation is ever posted twice."""
+    digest = _fingerprint([conclusion, output.title, output.summary, output.text])
+    fresh = tuple(a for a in output.annotations if _fingerprint(a.to_json()) not in check.annotations_sent)
+    if digest == check.output_digest and not fresh:
+        return
+    scope.gh.update_check_run(
+        scope.repo,
+        check.check_run_id,
+        status="completed",
+        conclusion=conclusion,
+        output=dataclasses.replace(output, annotations=fresh),
+    )
+    sent = check.annotations_sent | {_fingerprint(a.to_json()) for a in fresh}
+    rec.remember_check_run(
+        scope.store,
+        scope.repo_key,
+        run.head_sha,
+        run.id,
+        run.run_attempt,
+        rec.CheckRunRecord(check.check_run_id, digest, frozenset(sent)),
+    )
+
+
+def conclude_failed(store: Store, gh: Port, *, repo: str, run_id: int, attempt: int, reason: str) -> None:
+    """A job that finally failed leaves its check run concluded, saying so, never stuck in progress."""
+    for repo_key, head_sha, check_run_id in rec.check_runs_of_attempt(store, repo, run_id, attempt):
+        try:
+            gh.update_check_run(
+                repo, check_run_id, status="completed", conclusion="neutral", output=failed_output(reason)
+            )
+        except Exception:  # the job has failed already; say why in the log, not with a second traceback
+            log.exception("could not conclude the check run", extra={"repo": repo, "check_run_id": check_run_id})
+        else:  # what was said before no longer stands; the annotations already posted still do
+            known = rec.check_run_of(store, repo_key, head_sha, run_id, attempt)
+            sent = known.annotations_sent if known else frozenset()
+            rec.remember_check_run(
+                store, repo_key, head_sha, run_id, attempt, rec.CheckRunRecord(check_run_id, None, sent)
+            )
+
+
+def _find_comment(gh: Port, repo: str, number: int) -> int | None:
+    for comment in gh.list_issue_comments(repo, number):
+        if comment.body.startswith(MARKER) and comment.user_type == "Bot":
+            return comment.id
+    return None
+
+
+def _fingerprint(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
