@@ -1,9 +1,9 @@
-"""Parse throughput and memory of ``bot.junit.parse`` on one big report.
+"""Parse throughput and memory of ``bot.core.junit.parse`` on one big report.
 
 Throughput (in this process, from bytes in memory, best of ``--repeat``), on the big report and on the
 200 small dense reports of the end-to-end history (where the cost per testcase, not per byte, rules):
 
-- ``bot.junit.parse``: the real reader (defusedxml's SAX reader, our handler, SHA-256 of the bytes);
+- ``bot.core.junit.parse``: the real reader (defusedxml's SAX reader, our handler, SHA-256 of the bytes);
 - ``defusedxml SAX, no-op handler``: the same reader with an empty ContentHandler, to split the
   cost between the SAX layer and our handler;
 - ``bare expat``: pyexpat with only a StartElementHandler counting ``<testcase>``, fed 1 MiB chunks.
@@ -77,7 +77,7 @@ def parse_expat(data: bytes) -> int:
 
 
 READERS = {
-    "bot.junit.parse": parse_ours,
+    "bot.core.junit.parse": parse_ours,
     "defusedxml SAX, no-op handler": parse_sax_noop,
     "bare expat (count <testcase>)": parse_expat,
 }
@@ -96,10 +96,10 @@ def throughput(title: str, blobs: list[bytes], repeat: int) -> None:
             times.append(time.perf_counter() - start)
         best[label] = min(times)
         rows.append([label, n, best[label], mb(size) / best[label], n / best[label]])
-    ours = best["bot.junit.parse"]
+    ours = best["bot.core.junit.parse"]
     rows = [[*r, ratio(ours, best[r[0]])] for r in rows]
     print(table(["reader", "testcases", "seconds", "MB/s", "testcases/s", "ours/this time"], rows))
-    print(f"\nbot.junit.parse runs at {best['bare expat (count <testcase>)'] / ours:.1%} of bare expat's speed")
+    print(f"\nbot.core.junit.parse runs at {best['bare expat (count <testcase>)'] / ours:.1%} of bare expat's speed")
 
 
 def child(path: str) -> None:
@@ -116,7 +116,7 @@ def child(path: str) -> None:
 
 
 def memory(paths: list[Path]) -> None:
-    print("\n## Peak memory of bot.junit.parse, one fresh process per report\n")
+    print("\n## Peak memory of bot.core.junit.parse, one fresh process per report\n")
     rows = []
     base_delta = None
     for path in paths:

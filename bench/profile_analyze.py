@@ -1,6 +1,6 @@
 """Where ``flaketally analyze`` spends its time, on a generated history.
 
-1. Phases, timed without a profiler, in this process, the same calls ``bot.analysis.analyze`` and the
+1. Phases, timed without a profiler, in this process, the same calls ``bot.local.analyze.analyze`` and the
    CLI make: import, open + migrate a fresh SQLite store, find files, parse, identify, ingest,
    ``history``, judge, render JSON.
 2. ``cProfile`` of ``bot.cli.main(["analyze", DIR, "--db", FRESH, "--format", "json"])``: the top
@@ -75,7 +75,7 @@ class _Phases:
 
 
 def phases(root: Path, results: int) -> None:
-    """The steps of ``bot.analysis.analyze`` and the CLI, in its order (parse, identify, ingest per file)."""
+    """The steps of ``bot.local.analyze.analyze`` and the CLI, in its order (parse, identify, ingest per file)."""
     from bot.core.analysis import Analysis
     from bot.core.cost import Rates
     from bot.core.judge import judge
@@ -93,7 +93,7 @@ def phases(root: Path, results: int) -> None:
         files, _ = report_files([str(root)])
     seen: set[str] = set()
     for path in files:
-        with p.timed("parse (bot.junit.parse, file read included)"), path.open("rb") as stream:
+        with p.timed("parse (bot.core.junit.parse, file read included)"), path.open("rb") as stream:
             report = parse(stream)
         with p.timed("identify (meta.json)"):
             run, _ = identify(path, report, "local")

@@ -1,6 +1,6 @@
 """The webhook receiver under load: signed ``workflow_run`` ``completed`` deliveries at a steady rate.
 
-Starts the real app (``bot.serve.serve``, uvicorn, one process) in a subprocess on a free port of
+Starts the real app (``bot.web.serve.serve``, uvicorn, one process) in a subprocess on a free port of
 127.0.0.1, pointed at a real Redis database of its own (``--redis-db``, default 14, flushed before and
 after), and drives it from an open-loop generator: request *i* is due at ``start + i / rate`` whatever
 the earlier ones did, over at most ``--connections`` keep-alive connections. Every delivery has
@@ -91,7 +91,7 @@ def start_server(port: int, redis_url: str, folder: Path) -> subprocess.Popen[by
         "FLAKETALLY_QUEUE": QUEUE,
     }
     code = (
-        "from bot.serve import serve; from bot.settings import Settings; "
+        "from bot.web.serve import serve; from bot.settings import Settings; "
         f"serve(Settings.from_env(require_app=False), '127.0.0.1', {port})"
     )
     log = (folder / "server.log").open("wb")

@@ -1,8 +1,8 @@
 """The store alone: ingest and judge time, and store size, for a generated history.
 
-Reports are built in memory (``bot.junit.Report``/``TestResult``/``Attempt``), not read from XML, so
+Reports are built in memory (``bot.core.results.Report``/``TestResult``/``Attempt``), not read from XML, so
 nothing but the store and the judge is timed. Ingest = ``Store.ingest`` for every report (building a
-report is not counted). Judge = ``Store.history(repo)`` and ``bot.analysis.judge`` on every history,
+report is not counted). Judge = ``Store.history(repo)`` and ``bot.core.judge.judge`` on every history,
 timed apart. Sizes: SQLite's file plus its WAL after a ``wal_checkpoint(TRUNCATE)``; PostgreSQL's
 ``pg_database_size`` of a database made for the run (and dropped after), less that of the same
 database freshly migrated.

@@ -19,7 +19,7 @@ What ``stats`` in a ``*.results.json`` counts, and what we compare it with:
   4 runs of which 3 skipped, 2 failed and 1 errored, so ``runs_succ`` is -2) and leave ``status="disabled"``
   cases out of ``runs_skip`` (``tst/disabled``: 5 disabled, ``runs_skip`` 0).
 - ``suites``: not compared; a report keeps no suites (a test's identity does not include its suite
-  unless two suites hold the same name, see bot/junit.py).
+  unless two suites hold the same name, see bot/core/runners.py).
 - ``errors``: a file that could not be parsed; for us a ReportRefused.
 - The annotations "N tests found" and "N skipped tests found" list every test as ``classname ‑ name``
   (the name alone when there is no classname); the names of our results must be exactly those.

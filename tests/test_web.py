@@ -638,7 +638,7 @@ async def test_metrics_is_503_when_redis_is_down(tmp_path: Path, closed_port: in
 
 def test_metric_writes_never_raise(closed_port: int, caplog: pytest.LogCaptureFixture) -> None:
     down = redis.Redis(port=closed_port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
-    with caplog.at_level(logging.WARNING, logger="bot.metrics"):
+    with caplog.at_level(logging.WARNING, logger="bot.web.metrics"):
         metrics.record_delivery(down, "workflow_run", "enqueued")
         metrics.record_job(down, "workers.jobs.rejudge", 1.0, failed=True)
         metrics.record_github_call(down, 502)

@@ -5,7 +5,7 @@ whole (:class:`ArchiveRefused`) when it is not a zip, is too large or holds too 
 is skipped with an :class:`ArchiveWarning` when it is a symlink, encrypted, a nested archive, has an
 absolute or ``..`` name, declares too many bytes or too high a compression ratio, or is XML but not
 JUnit. Declared sizes can lie, so each yielded stream enforces the caps again while it is read and
-raises :class:`MemberRefused` (a :class:`bot.junit.ReportRefused`, so ``junit.parse`` callers already
+raises :class:`MemberRefused` (a :class:`bot.core.results.ReportRefused`, so ``junit.parse`` callers already
 handle it) when one is crossed.
 """
 
