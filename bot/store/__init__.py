@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
-from collections.abc import Iterable
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,6 +25,8 @@ from bot.store.schema import contexts, observations, reports, repos, tests
 
 # The newest migration in migrations/versions (a test checks it against alembic's own view).
 SCHEMA_HEAD = "0002"
+# the PostgreSQL advisory lock held while migrating (any 64-bit number no other tool uses)
+MIGRATION_LOCK = 0x666C616B65_7461
 _BATCH = 500
 
 
@@ -70,13 +76,22 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
-    def migrate(self) -> None:
-        """Bring the schema to the newest migration. A store already there is only asked its version,
-        so a command that opens the store pays for loading alembic only when there is something to do."""
+    def migrate(self) -> bool:
+        """Bring the schema to the newest migration; True when this call migrated it.
+
+        A store already there is only asked its version, so a command that opens the store pays for
+        loading alembic only when there is something to do. Otherwise the migration runs under a lock
+        (an advisory lock on PostgreSQL, a lock file beside a SQLite file), and the version is asked again
+        once it is held: any number of processes starting together on a fresh store migrate it once."""
         try:
-            with self.engine.begin() as conn:
+            with self.engine.connect() as conn:
                 if self.schema_version(conn) == SCHEMA_HEAD:
-                    return
+                    return False
+            with self._migration_lock(), self.engine.begin() as conn:
+                if self.engine.dialect.name == "postgresql":
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+                if self.schema_version(conn) == SCHEMA_HEAD:
+                    return False
                 from alembic import command
                 from alembic.config import Config
 
@@ -84,8 +99,25 @@ class Store:
                 config.set_main_option("script_location", "bot.store:migrations")
                 config.attributes["connection"] = conn
                 command.upgrade(config, "head")
+                return True
         except sa.exc.OperationalError as exc:
             raise StoreError(f"cannot reach the store at {self.engine.url!r}: {exc.orig}") from None
+
+    @contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        """For a SQLite file, an exclusive lock on ``<file>.migrate-lock``, held until the migration is
+        committed (SQLite's own locks do not cover alembic's check-then-create). PostgreSQL locks in the
+        migration's transaction instead; an in-memory database has one user."""
+        database = self.engine.url.database
+        if self.engine.dialect.name != "sqlite" or not database or database == ":memory:":
+            yield
+            return
+        with open(f"{database}.migrate-lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     @staticmethod
     def schema_version(conn: Connection) -> str | None:
@@ -341,7 +373,18 @@ def _histories(rows: _HistoryRows) -> list[TestHistory]:
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    # Turning a fresh file to WAL needs it to itself, and SQLite answers "database is locked" at once,
+    # without waiting its busy timeout, when other connections are opening it at the same moment: try
+    # again for as long as the busy timeout would have waited.
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
     cursor.close()
