@@ -90,12 +90,24 @@ def test_a_single_failure_of_a_known_flaky_test_is_neutral() -> None:
     assert ("tests.mod::test_catchup", CTX) in r.known_flaky_now
 
 
-def test_no_longer_flaky_is_announced_when_the_memory_ends() -> None:
+def test_no_longer_flaky_is_not_announced_while_the_history_contradicts_it() -> None:
     old = hist("test_gone", obs("old", "F", 1, 9), obs("old", "P", 2, 9), obs(HEAD, "P"))
     r = report(old, previously=frozenset({("tests.mod::test_gone", CTX)}))
-    assert r.no_longer_flaky == (("tests.mod::test_gone", ".github/workflows/ci.yml · test (3.11) · ubuntu-latest"),)
-    assert r.has_something_to_say
+    assert r.no_longer_flaky == ()  # the memory ended, but the same-code pair 9 days ago is in the history
+    assert ("tests.mod::test_gone", CTX) in r.known_flaky_now  # still remembered, to be announced later
     assert report(old).no_longer_flaky == ()
+
+
+def test_no_longer_flaky_is_announced_once_the_history_has_recovered() -> None:
+    clean = [obs(f"c{i}", "P", 1, 10 - i * 0.1) for i in range(40)]
+    gone = hist("test_gone", obs("old", "F", 1, 40), obs("old", "P", 2, 40), *clean, obs(HEAD, "P"))
+    r = report(gone, previously=frozenset({("tests.mod::test_gone", CTX)}))
+    ((test, context, evidence),) = r.no_longer_flaky
+    assert (test, context) == ("tests.mod::test_gone", ".github/workflows/ci.yml · test (3.11) · ubuntu-latest")
+    assert evidence.startswith("failed 0 of 41 runs on 41 commits")
+    assert r.has_something_to_say
+    assert ("tests.mod::test_gone", CTX) not in r.known_flaky_now  # forgotten: said once
+    assert report(gone).no_longer_flaky == ()
 
 
 def test_no_report_is_neutral() -> None:

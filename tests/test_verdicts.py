@@ -15,7 +15,9 @@ from bot.core.verdicts import (
     history_judgement,
     known_flaky,
     no_longer_flaky,
+    recovered,
     wilson_lower_bound,
+    wilson_upper_bound,
 )
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -136,13 +138,42 @@ def test_known_flaky_within_seven_days() -> None:
     )
 
 
-def test_known_flaky_forgets_after_seven_days_and_is_announced_once() -> None:
+def test_known_flaky_forgets_after_seven_days_but_recovery_needs_the_history() -> None:
     old = [obs("a", "F", 1, days_ago=8), obs("a", "P", 2, days_ago=8), obs("b", "P", days_ago=1)]
     assert known_flaky(old, NOW) is None
-    assert no_longer_flaky(True, known_flaky(old, NOW)) is True
-    assert no_longer_flaky(False, known_flaky(old, NOW)) is False  # already announced: said once
+    # the 7-day memory ran dry, but the history still holds a same-code pass and failure: not recovered
+    assert history_judgement(history(*old)).verdict is TestVerdict.FLAKY
+    assert no_longer_flaky(True, known_flaky(old, NOW), history_judgement(history(*old))) is False
     still = known_flaky([obs("a", "F", 1, days_ago=1), obs("a", "P", 2, days_ago=1)], NOW)
-    assert no_longer_flaky(True, still) is False
+    assert no_longer_flaky(True, still, history_judgement(history(*old))) is False
+
+
+def clean_after_a_flake(clean_runs: int) -> list[Observation]:
+    """A same-code pass and failure 40 days ago (out of the 30-day window), then clean runs, one a commit."""
+    pair = [obs("a", "F", 1, order=0, days_ago=40), obs("a", "P", 2, order=1, days_ago=40)]
+    return pair + [obs(f"c{i}", "P", order=2 + i, days_ago=10 - i * 0.1) for i in range(clean_runs)]
+
+
+def test_recovery_is_announced_once_enough_clean_runs_rule_the_flakiness_out() -> None:
+    few, enough = (
+        history_judgement(history(*clean_after_a_flake(20))),
+        history_judgement(history(*clean_after_a_flake(40))),
+    )
+    assert few.verdict is TestVerdict.STABLE and enough.verdict is TestVerdict.STABLE
+    assert not recovered(few)  # 20 clean attempts: the upper bound of the flip rate is still above 0.10
+    assert wilson_upper_bound(0.0, 20) > 0.10 > wilson_upper_bound(0.0, 40)
+    assert recovered(enough)
+    assert no_longer_flaky(True, None, enough) is True
+    assert no_longer_flaky(False, None, enough) is False  # already announced: said once
+
+
+def test_a_flaky_test_failing_in_single_attempts_is_never_recovered() -> None:
+    pair = [obs("a", "F", 1, order=0, days_ago=40), obs("a", "P", 2, order=1, days_ago=40)]
+    single = [obs(f"c{i}", "F" if i % 3 == 0 else "P", order=2 + i, days_ago=10 - i * 0.1) for i in range(51)]
+    judged = history_judgement(history(*pair, *single))
+    assert judged.verdict is not TestVerdict.STABLE
+    assert not recovered(judged)
+    assert no_longer_flaky(True, None, judged) is False
 
 
 def test_window_keeps_thirty_days_before_the_newest_report() -> None:

@@ -19,6 +19,7 @@ from bot.core.verdicts import (
     HistoryJudgement,
     KnownFlaky,
     TestVerdict,
+    history_judgement,
     known_flaky,
     no_longer_flaky,
     short,
@@ -89,8 +90,9 @@ class CommitReport:
     findings: tuple[Finding, ...]
     tests_seen: int
     reports: int
-    no_longer_flaky: tuple[tuple[str, str], ...] = ()  # (test id, context display)
-    known_flaky_now: frozenset[tuple[str, str]] = frozenset()  # (test id, context key)
+    no_longer_flaky: tuple[tuple[str, str, str], ...] = ()  # (test id, context display, history evidence)
+    # (test id, context key) remembered as flaky: known flaky in the last 7 days, or not recovered since
+    known_flaky_now: frozenset[tuple[str, str]] = frozenset()
     problems: tuple[str, ...] = field(default=())  # missing or expired artifacts, refused reports
 
     @property
@@ -127,8 +129,12 @@ def commit_report(
         context = ExecutionContext.from_key(history.context)
         if known:
             known_now.add(key)
-        elif no_longer_flaky(key in previously_known, known):
-            ended.append((history.test_id, context.display()))
+        elif key in previously_known:
+            judged_history = history_judgement(history)
+            if no_longer_flaky(True, known, judged_history):
+                ended.append((history.test_id, context.display(), judged_history.evidence))
+            else:  # remembered until its history shows it recovered
+                known_now.add(key)
         here = [o for o in history.observations if o.commit == head_sha]
         if not any_failed(here):
             continue

@@ -310,9 +310,30 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
     return KnownFlaky(len(recent), failed, pairs)
 
 
-def no_longer_flaky(was_known_flaky: bool, now: KnownFlaky | None) -> bool:
-    """True once, when a test that was known flaky has no same-code pass and failure left in the window.
+def wilson_upper_bound(p: float, n: int, z: float = _Z) -> float:
+    if n <= 0:
+        return 1.0
+    p = min(1.0, max(0.0, p))
+    denominator = 1 + z * z / n
+    centre = p + z * z / (2 * n)
+    margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + margin) / denominator)
 
-    The caller records the new state, so the announcement is made once.
+
+def recovered(history: HistoryJudgement) -> bool:
+    """Enough clean history to rule the flakiness out: the history's verdict is stable and even the upper
+    confidence bound of its flip score is below the flaky threshold (with no flip at all, 35 attempts)."""
+    return history.verdict is TestVerdict.STABLE and wilson_upper_bound(history.score, history.observations) < (
+        FLAKY_ABOVE
+    )
+
+
+def no_longer_flaky(was_known_flaky: bool, now: KnownFlaky | None, history: HistoryJudgement) -> bool:
+    """True once, when a test that was known flaky has no same-code pass and failure left in the 7-day
+    memory *and* its history has recovered. The memory running dry alone proves nothing: a flaky test
+    whose failures are single attempts keeps failing without a same-code pair.
+
+    The caller keeps remembering a test that is not recovered yet, so the announcement is made once, when
+    it is true.
     """
-    return was_known_flaky and now is None
+    return was_known_flaky and now is None and recovered(history)

@@ -90,8 +90,8 @@ def _known(report: CommitReport) -> list[str]:
 def _ended(report: CommitReport) -> list[str]:
     return [
         f"{code(test)} ({plain(context, 100)}) is no longer flaky: it has not both passed and failed on the same "
-        "code in the last 7 days."
-        for test, context in report.no_longer_flaky
+        f"code in the last 7 days, and its history rules flakiness out ({plain(evidence, 300)})."
+        for test, context, evidence in report.no_longer_flaky
     ]
 
 
