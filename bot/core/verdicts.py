@@ -134,14 +134,19 @@ def by_commit(observations: Sequence[Observation]) -> list[tuple[str, list[Obser
     return list(groups.items())
 
 
-def wilson_lower_bound(p: float, n: int, z: float = _Z) -> float:
+def wilson_interval(p: float, n: int, z: float = _Z) -> tuple[float, float]:
+    """The Wilson score interval of a rate ``p`` seen over ``n`` trials; (0, 1) with no trial."""
     if n <= 0:
-        return 0.0
+        return 0.0, 1.0
     p = min(1.0, max(0.0, p))
     denominator = 1 + z * z / n
     centre = p + z * z / (2 * n)
     margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, (centre - margin) / denominator)
+    return max(0.0, (centre - margin) / denominator), min(1.0, (centre + margin) / denominator)
+
+
+def wilson_lower_bound(p: float, n: int, z: float = _Z) -> float:
+    return wilson_interval(p, n, z)[0] if n > 0 else 0.0
 
 
 def flip_score(
@@ -311,13 +316,7 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
 
 
 def wilson_upper_bound(p: float, n: int, z: float = _Z) -> float:
-    if n <= 0:
-        return 1.0
-    p = min(1.0, max(0.0, p))
-    denominator = 1 + z * z / n
-    centre = p + z * z / (2 * n)
-    margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return min(1.0, (centre + margin) / denominator)
+    return wilson_interval(p, n, z)[1]
 
 
 def recovered(history: HistoryJudgement) -> bool:
