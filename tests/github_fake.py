@@ -49,6 +49,7 @@ ROUTES = (
     "list_artifacts",
     "download_artifact",
     "blob",
+    "get_run",
     "get_run_attempt",
     "list_jobs",
     "list_runs",
@@ -587,6 +588,7 @@ class FakeGitHub:
             ("token", "POST", r"/app/installations/(?P<installation>\d+)/access_tokens", self._token),
             ("list_artifacts", "GET", rf"{repo}/actions/runs/(?P<run_id>\d+)/artifacts", self._list_artifacts),
             ("download_artifact", "GET", rf"{repo}/actions/artifacts/(?P<artifact_id>\d+)/zip", self._download),
+            ("get_run", "GET", rf"{repo}/actions/runs/(?P<run_id>\d+)", self._get_run),
             ("get_run_attempt", "GET", rf"{repo}/actions/runs/(?P<run_id>\d+)/attempts/(?P<n>\d+)", self._attempt),
             ("list_jobs", "GET", rf"{repo}/actions/runs/(?P<run_id>\d+)/attempts/(?P<n>\d+)/jobs", self._jobs),
             ("list_runs", "GET", rf"{repo}/actions/runs", self._list_runs),
@@ -739,6 +741,12 @@ class FakeGitHub:
         data = artifact.content
         chunks = (data[i : i + 4096] for i in range(0, len(data), 4096))
         return httpx.Response(200, content=chunks, headers=headers)
+
+    def _get_run(self, request: httpx.Request, owner: str, name: str, run_id: str) -> httpx.Response:
+        run = self._run(owner, name, run_id)
+        if run is None or not run.attempts:
+            return self._respond(404, {"message": "Not Found"})
+        return self._respond(200, self.run_json(run, run.latest))
 
     def _attempt(self, request: httpx.Request, owner: str, name: str, run_id: str, n: str) -> httpx.Response:
         run = self._run(owner, name, run_id)

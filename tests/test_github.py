@@ -614,6 +614,7 @@ def _fake_shapes() -> dict[str, Any]:
 CONTRACT = [
     ("rest/examples/actions.list-workflow-run-artifacts.200.default.json", "artifacts", parse_artifact, "artifact"),
     ("rest/examples/actions.get-workflow-run-attempt.200.default.json", "", parse_run_attempt, "run"),
+    ("rest/examples/actions.get-workflow-run.200.default.json", "", parse_run_attempt, "run"),
     ("webhooks/workflow_run.completed.with-pull-requests.payload.json", "workflow_run", parse_run_attempt, "run"),
     (
         "rest/examples/actions.list-jobs-for-workflow-run-attempt.200.default.json",

@@ -104,6 +104,7 @@ def test_replays_local_github_offers_every_call_with_the_same_signature() -> Non
 
 # the fake's route for each call (the blob download and the token are its own plumbing)
 FAKE_ROUTE = {
+    "get_run": "get_run",
     "get_run_attempt": "get_run_attempt",
     "list_jobs": "list_jobs",
     "list_artifacts": "list_artifacts",

@@ -149,6 +149,12 @@ class GitHubPort:
 
     # -- runs and jobs
 
+    def get_run(self, repo: str, run_id: int) -> RunAttempt:
+        """The run as it stands: its latest attempt."""
+        owner, name = split_repo(repo)
+        request = functools.partial(self._client.rest.actions.get_workflow_run, owner, name, check_id(run_id, "run_id"))
+        return parse_run_attempt(self._client.json(self._client.send(request, self._client.budget())))
+
     def get_run_attempt(self, repo: str, run_id: int, attempt: int) -> RunAttempt:
         owner, name = split_repo(repo)
         request = functools.partial(

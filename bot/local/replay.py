@@ -63,6 +63,9 @@ class LocalGitHub:
         self.reruns: list[int] = []  # the run ids whose failed jobs it was asked to rerun
         self._ids = itertools.count(1)
 
+    def get_run(self, repo: str, run_id: int) -> RunAttempt:
+        return self.run
+
     def get_run_attempt(self, repo: str, run_id: int, attempt: int) -> RunAttempt:
         if attempt == self.run.run_attempt:
             return self.run

@@ -34,13 +34,26 @@ def collect_run(scope: Scope, todo: Sequence[RunAttempt], pulls: Sequence[int]) 
     """Collect these attempts of one run: artifacts are listed once, then each attributed to its attempt."""
     if not todo:
         return
-    run_id, head_sha = todo[0].id, todo[0].head_sha
+    run_id = todo[0].id
     for this in todo:
         rec.record_run(scope.store, scope.repo_key, run_record(this, pulls))
+    attempts = every_attempt(scope, todo[-1])
     artifacts = scope.gh.list_artifacts(scope.repo, run_id)
-    attempts = [r for r in rec.runs_for_sha(scope.store, scope.repo_key, head_sha) if r.run_id == run_id]
     for this in todo:
         collect_attempt(scope, this, artifacts, attempts)
+
+
+def every_attempt(scope: Scope, run: RunAttempt) -> list[rec.RunRecord]:
+    """Every attempt the run has had so far, with its start time, so an artifact is told apart by time
+    only against all of them: processed late, attempt 1 would otherwise take attempt 2's uploads for its
+    own. The run's latest attempt is asked first; the attempts not stored yet are then fetched."""
+    known = {r.attempt: r for r in rec.runs_for_sha(scope.store, scope.repo_key, run.head_sha) if r.run_id == run.id}
+    latest = scope.gh.get_run(scope.repo, run.id).run_attempt
+    for n in range(1, latest + 1):
+        if n not in known:
+            known[n] = run_record(scope.gh.get_run_attempt(scope.repo, run.id, n), ())
+            rec.record_run(scope.store, scope.repo_key, known[n])
+    return [known[n] for n in sorted(known)]
 
 
 def collect_other_runs(scope: Scope, run: RunAttempt) -> None:
