@@ -42,7 +42,8 @@ def publish(
 ) -> None:
     """Conclude the check run, write or clear each pull request's comment, remember who is known flaky."""
     conclusion, output = check_output(report, workflow_file(run.path))
-    update_check(scope, run, check, conclusion, output)
+    update_check(scope, run.head_sha, run.id, run.run_attempt, check, conclusion, output)
+    rejudge_commit_checks(scope, report, run)
     for number in pull_requests:
         comment_id = rec.comment_of(scope.store, scope.repo_key, number) or _find_comment(scope.gh, scope.repo, number)
         if report.has_something_to_say:
@@ -59,8 +60,28 @@ def publish(
     rec.set_known_flaky(scope.store, scope.repo_key, report.known_flaky_now)
 
 
+def rejudge_commit_checks(scope: Scope, report: CommitReport, run: RunAttempt) -> None:
+    """Every other concluded Flaketally check run of the commit takes the same judgement, so the final
+    state does not depend on the order in which attempts and runs were processed. A check run still in
+    progress (its attempt is running) is left to its own delivery; one that says nothing new is not sent."""
+    paths = {
+        (r.run_id, r.attempt): r.workflow_path for r in rec.runs_for_sha(scope.store, scope.repo_key, run.head_sha)
+    }
+    for run_id, attempt, check in rec.check_runs_of_commit(scope.store, scope.repo_key, run.head_sha):
+        if (run_id, attempt) == (run.id, run.run_attempt) or check.output_digest is None:
+            continue
+        conclusion, output = check_output(report, workflow_file(paths.get((run_id, attempt))))
+        update_check(scope, run.head_sha, run_id, attempt, check, conclusion, output)
+
+
 def update_check(
-    scope: Scope, run: RunAttempt, check: rec.CheckRunRecord, conclusion: CheckConclusion, output: CheckOutput
+    scope: Scope,
+    head_sha: str,
+    run_id: int,
+    attempt: int,
+    check: rec.CheckRunRecord,
+    conclusion: CheckConclusion,
+    output: CheckOutput,
 ) -> None:
     """Conclude the check run, sending only what it does not hold yet: the same verdicts sent twice
     change nothing, and no annotation is ever posted twice."""
@@ -79,9 +100,9 @@ def update_check(
     rec.remember_check_run(
         scope.store,
         scope.repo_key,
-        run.head_sha,
-        run.id,
-        run.run_attempt,
+        head_sha,
+        run_id,
+        attempt,
         rec.CheckRunRecord(check.check_run_id, digest, frozenset(sent)),
     )
 

@@ -237,6 +237,30 @@ def check_run_of(store: Store, repo_key: int, head_sha: str, run_id: int, attemp
     return CheckRunRecord(int(row.check_run_id), row.output_digest, frozenset(json.loads(row.annotations_sent)))
 
 
+def check_runs_of_commit(store: Store, repo_key: int, head_sha: str) -> list[tuple[int, int, CheckRunRecord]]:
+    """(run id, attempt, what was sent) of every check run opened on the commit, by run and attempt."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(
+                check_runs.c.run_id,
+                check_runs.c.attempt,
+                check_runs.c.check_run_id,
+                check_runs.c.output_digest,
+                check_runs.c.annotations_sent,
+            )
+            .where(check_runs.c.repo_id == repo_key, check_runs.c.head_sha == head_sha)
+            .order_by(check_runs.c.run_id, check_runs.c.attempt)
+        ).all()
+    return [
+        (
+            int(r.run_id),
+            int(r.attempt),
+            CheckRunRecord(int(r.check_run_id), r.output_digest, frozenset(json.loads(r.annotations_sent))),
+        )
+        for r in rows
+    ]
+
+
 def remember_check_run(
     store: Store, repo_key: int, head_sha: str, run_id: int, attempt: int, record: CheckRunRecord
 ) -> None:

@@ -1,0 +1,77 @@
+"""However late or out of order attempts are processed: each artifact is read as the attempt that uploaded
+it, and every check run of the commit ends with the same judgement."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from bot.pipeline.attempt import process_workflow_run
+from bot.store import Store
+from bot.store.schema import reports
+from tests.github_fake import FakeGitHub, FakeRun, zip_of
+
+REPO = "acme/widgets"
+
+
+def junit(outcome: str) -> bytes:
+    body = '<failure message="AssertionError: boom"/>' if outcome == "fail" else ""
+    case = f'<testcase classname="tests.mod" name="test_coupon" file="tests/mod.py" line="4">{body}</testcase>'
+    return zip_of({"junit.xml": f'<testsuite name="pytest">{case}</testsuite>'.encode()})
+
+
+def stored(store: Store) -> list[tuple[int, str]]:
+    """(attempt, artifact name) of every stored report."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(reports.c.attempt, reports.c.source).order_by(reports.c.attempt)).all()
+    return [(int(a), str(s).split("/")[0]) for a, s in rows]
+
+
+def failed_then_passed(github: FakeGitHub) -> FakeRun:
+    """A run whose attempt 1 failed and attempt 2 passed, each uploading an artifact named ``junit``: one
+    name for both attempts, as most workflows write it, so only the time tells them apart."""
+    run = github.add_run(REPO, pull_requests=[7], attempts=2)
+    github.add_job(run, attempt=1, conclusion="failure")
+    github.add_job(run, attempt=2)
+    github.add_artifact(run, "junit", junit("fail"), attempt=1)
+    github.add_artifact(run, "junit", junit("pass"), attempt=2)
+    return run
+
+
+def test_attempt_1_processed_after_attempt_2_ran_takes_only_its_own_artifact(store: Store, github: FakeGitHub) -> None:
+    run = failed_then_passed(github)
+    with github.port() as gh:
+        first = process_workflow_run(store, gh, installation_id=77, repo=REPO, repo_id=1, run_id=run.id, attempt=1)
+        assert stored(store) == [(1, "junit")]  # attempt 2's upload is not read as attempt 1's
+        assert first is not None and first.findings[0].verdict.value == "undetermined"
+        second = process_workflow_run(store, gh, installation_id=77, repo=REPO, repo_id=1, run_id=run.id, attempt=2)
+    assert stored(store) == [(1, "junit"), (2, "junit")]
+    assert second is not None and [f.verdict.value for f in second.findings] == ["flaky"]
+
+
+def final_state(store: Store, github: FakeGitHub, order: list[int]) -> tuple[list[tuple[object, ...]], list[str]]:
+    """Attempt 1 fails, attempt 2 passes; the attempts are processed in ``order``. What each check run and
+    the pull request's comment finally say (GitHub keeps every annotation ever sent, so those are not
+    compared)."""
+    run = failed_then_passed(github)
+    with github.port() as gh:
+        for attempt in order:
+            process_workflow_run(store, gh, installation_id=77, repo=REPO, repo_id=1, run_id=run.id, attempt=attempt)
+    checks: list[tuple[object, ...]] = [
+        (c.conclusion, c.output.get("title"), c.output.get("summary"), c.output.get("text"))
+        for c in sorted(github.check_runs.values(), key=lambda c: c.id)
+    ]
+    return checks, [c.body for c in github.comments_on(REPO, 7)]
+
+
+@pytest.mark.parametrize("order", [[1, 2], [2, 1], [2, 1, 2, 1]], ids=["in order", "reversed", "redelivered"])
+def test_every_check_run_of_the_commit_ends_the_same_whatever_the_order(
+    store: Store, github: FakeGitHub, order: list[int]
+) -> None:
+    checks, comments = final_state(store, github, order)
+    assert len(checks) == 2  # one check run per attempt
+    assert checks[0] == checks[1]  # attempt 1's check run was judged again with attempt 2's evidence
+    conclusion, _, summary, _ = checks[0]
+    assert conclusion == "success" and str(summary).startswith("Success: the only failure")
+    assert len(comments) == 1 and "**flaky**" in comments[0]
+    assert stored(store) == [(1, "junit"), (2, "junit")]  # nothing stored twice
