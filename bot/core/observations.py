@@ -34,10 +34,11 @@ class Observation(NamedTuple):
     @property
     def failed(self) -> bool:
         """Whether any attempt in this report failed or errored."""
-        return FAILED in self.outcomes or ERROR in self.outcomes
+        return has_failure(self.outcomes)
 
 
 def any_failed(observations: Iterable[Observation]) -> bool:
+    # has_failure written out: this runs once per test of a history, on the hot path of ``analyze``
     return any(FAILED in o.outcomes or ERROR in o.outcomes for o in observations)
 
 

@@ -30,25 +30,28 @@ def collect_commit(scope: Scope, run: RunAttempt, pulls: Sequence[int]) -> None:
     collect_other_runs(scope, run)
 
 
-def collect_run(scope: Scope, todo: Sequence[RunAttempt], pulls: Sequence[int]) -> None:
-    """Collect these attempts of one run: artifacts are listed once, then each attributed to its attempt."""
+def collect_run(scope: Scope, todo: Sequence[RunAttempt], pulls: Sequence[int], latest: int | None = None) -> None:
+    """Collect these attempts of one run: artifacts are listed once, then each attributed to its attempt.
+    ``latest`` is the run's latest attempt when the caller knows it already (from the runs listing)."""
     if not todo:
         return
     run_id = todo[0].id
     for this in todo:
         rec.record_run(scope.store, scope.repo_key, run_record(this, pulls))
-    attempts = every_attempt(scope, todo[-1])
+    attempts = every_attempt(scope, todo[-1], latest)
     artifacts = scope.gh.list_artifacts(scope.repo, run_id)
     for this in todo:
         collect_attempt(scope, this, artifacts, attempts)
 
 
-def every_attempt(scope: Scope, run: RunAttempt) -> list[rec.RunRecord]:
+def every_attempt(scope: Scope, run: RunAttempt, latest: int | None = None) -> list[rec.RunRecord]:
     """Every attempt the run has had so far, with its start time, so an artifact is told apart by time
     only against all of them: processed late, attempt 1 would otherwise take attempt 2's uploads for its
-    own. The run's latest attempt is asked first; the attempts not stored yet are then fetched."""
+    own. The run's latest attempt is asked first (unless given); the attempts not stored yet are then
+    fetched."""
     known = {r.attempt: r for r in rec.runs_for_sha(scope.store, scope.repo_key, run.head_sha) if r.run_id == run.id}
-    latest = scope.gh.get_run(scope.repo, run.id).run_attempt
+    if latest is None:
+        latest = scope.gh.get_run(scope.repo, run.id).run_attempt
     for n in range(1, latest + 1):
         if n not in known:
             known[n] = run_record(scope.gh.get_run_attempt(scope.repo, run.id, n), ())
@@ -67,7 +70,7 @@ def collect_other_runs(scope: Scope, run: RunAttempt) -> None:
             for n in range(1, other.run_attempt + 1)
             if n not in stored
         ]
-        collect_run(scope, todo, pulls=())
+        collect_run(scope, todo, pulls=(), latest=other.run_attempt)
 
 
 def collect_attempt(
