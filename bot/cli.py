@@ -184,4 +184,5 @@ def _analyze(args: argparse.Namespace) -> int:
     if analysis.usable == 0:
         print("flaketally: no usable report among the paths given", file=sys.stderr)
         return EXIT_USAGE
-    return EXIT_FINDINGS if any(t.is_finding for t in analysis.tests) else EXIT_CLEAN
+    findings = analysis.collided_failures or any(t.is_finding for t in analysis.tests)
+    return EXIT_FINDINGS if findings else EXIT_CLEAN

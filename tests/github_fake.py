@@ -304,13 +304,17 @@ class FakeGitHub:
         conclusion: str | None = "success",
         labels: tuple[str, ...] = ("ubuntu-latest",),
         runner_name: str | None = "GitHub Actions 2",
+        carried_from: int | None = None,
     ) -> FakeJob:
-        started = self.now + 3600 * (attempt - 1) + 10
+        """A job listed under ``attempt``. ``carried_from``: a job that a "re-run failed jobs" attempt did
+        not run again; GitHub lists it under the new attempt with its own ``run_attempt`` and times."""
+        ran = carried_from or attempt
+        started = self.now + 3600 * (ran - 1) + 10
         job = FakeJob(
             id=next(self._ids),
             run_id=run.id,
             name=name,
-            run_attempt=attempt,
+            run_attempt=ran,
             status=status,
             conclusion=conclusion,
             started_at=iso(started),

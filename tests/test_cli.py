@@ -148,3 +148,18 @@ def test_missing_commit_is_a_warning_naming_the_file(tmp_path: Path, capsys: pyt
     anon.write_text('<testsuite><testcase classname="m" name="t"/></testsuite>')
     _, out, _ = run(capsys, str(anon), "--db", str(tmp_path / "s.db"))
     assert f"warning\t{anon}\tno commit in the report or a meta.json beside it: judged alone as commit local-" in out
+
+
+def test_two_tests_sharing_a_name_get_no_verdict_and_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report that once read as "flaky … passed, then failed (retries in one report)" and cost 22.50
+    USD: mocha writes no retries, so the shared name is judged neither flaky nor anything else."""
+    code, out, _ = run(capsys, str(FIXTURES / "collision"), "--db", str(tmp_path / "s.db"))
+    shared = "applies the coupon::checkout applies the coupon"
+    verdicts = [line for line in out.splitlines() if line.startswith(("test\t", "commit\t", "cost\t"))]
+    assert verdicts and all(shared not in line for line in verdicts)
+    assert "total\t0.0000 USD" in out
+    (warning,) = [line for line in out.splitlines() if line.startswith("warning") and shared in line]
+    assert "different tests sharing one name, not retries (1 of them failed): left out of the verdicts" in warning
+    assert code == 1  # a failure was seen and could not be judged: not a clean run

@@ -201,27 +201,105 @@ def test_playwright_rerun_elements_are_not_counted_twice() -> None:
 # Repeated testcases -----------------------------------------------------------------------------------
 
 
-def test_a_testcase_repeated_in_one_suite_is_one_test_with_an_attempt_each() -> None:
-    """gotestsum --rerun-fails, Gradle without mergeReruns: one entry per attempt, in order."""
+GO = '<properties><property name="go.version" value="go1.19.8 linux/amd64"></property></properties>'
+
+
+def test_a_testcase_repeated_by_gotestsum_is_one_test_with_an_attempt_each() -> None:
+    """gotestsum --rerun-fails: one entry per attempt, in order, every one before the last failed."""
     report = read(
-        suite("""
+        suite(f"""{GO}
         <testcase classname="example.com/pkg" name="TestA" time="0.1"><failure message="Failed"/></testcase>
         <testcase classname="example.com/pkg" name="TestB" time="0.1"/>
         <testcase classname="example.com/pkg" name="TestA" time="0.2"/>
-        <testcase classname="example.com/pkg" name="TestC"/>
-        <testcase classname="example.com/pkg" name="TestC"/>""")
+        <testcase classname="example.com/pkg" name="TestD"><failure message="Failed"/></testcase>
+        <testcase classname="example.com/pkg" name="TestD"><failure message="Failed"/></testcase>""")
     )
     assert [(r.id, codes(r)) for r in report.results] == [
         ("example.com/pkg::TestA", "FP"),
         ("example.com/pkg::TestB", "P"),
-        ("example.com/pkg::TestC", "PP"),  # outside pytest an empty entry is a pass
+        ("example.com/pkg::TestD", "FF"),
     ]
     assert by_id(report)["example.com/pkg::TestA"].attempts == (Attempt(F, 0.1, "Failed"), Attempt(P, 0.2))
+    assert report.collisions == []
+
+
+GRADLE = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="com.acme.CartTest" tests="3" skipped="0" failures="1" errors="0"
+    timestamp="2026-12-01T10:00:00" hostname="runner" time="0.4">
+  <properties/>
+  <testcase name="addsItem" classname="com.acme.CartTest" time="0.1">
+    <failure message="expected 2 but was 1" type="java.lang.AssertionError">trace</failure>
+  </testcase>
+  <testcase name="addsItem" classname="com.acme.CartTest" time="0.2"/>
+  <testcase name="removesItem" classname="com.acme.CartTest" time="0.1"/>
+  <system-out><![CDATA[]]></system-out>
+  <system-err><![CDATA[]]></system-err>
+</testsuite>"""
+
+
+def test_a_testcase_repeated_by_gradle_without_merge_reruns_is_one_test() -> None:
+    """Gradle's JUnitXmlResultWriter: a <testsuite> root per class with an empty <properties/>; without
+    ``mergeReruns`` a retried test is written again."""
+    report = read(GRADLE)
+    assert [(r.id, codes(r)) for r in report.results] == [
+        ("com.acme.CartTest::addsItem", "FP"),
+        ("com.acme.CartTest::removesItem", "P"),
+    ]
+
+
+MOCHA_COLLISION = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="Mocha Tests" time="0.5" tests="3" failures="1">
+  <testsuite name="Root Suite" timestamp="2026-12-01T10:00:00" tests="0" time="0.000" failures="0"/>
+  <testsuite name="checkout" timestamp="2026-12-01T10:00:00" tests="3" time="0.5" failures="1">
+    <testcase name="checkout applies the coupon" time="0.2" classname="applies the coupon"/>
+    <testcase name="checkout applies the coupon" time="0.2" classname="applies the coupon">
+      <failure message="expected 90 to equal 100" type="AssertionError">AssertionError: expected 90</failure>
+    </testcase>
+    <testcase name="checkout totals the cart" time="0.1" classname="totals the cart"/>
+  </testsuite>
+</testsuites>"""
+
+
+def test_two_tests_sharing_a_name_are_a_collision_not_a_flaky_pass() -> None:
+    """mocha writes no retries: a pass and a failure of one name are two tests. Neither is judged, and the
+    report names them (the failure is counted, so a reader can still tell something failed)."""
+    report = read(MOCHA_COLLISION)
+    assert [(r.id, codes(r)) for r in report.results] == [("totals the cart::checkout totals the cart", "P")]
+    (collision,) = report.collisions
+    assert (collision.test, collision.suite, collision.entries, collision.failed) == (
+        "applies the coupon::checkout applies the coupon",
+        "checkout",
+        2,
+        1,
+    )
+    assert collision.describe() == (
+        "2 testcases named 'applies the coupon::checkout applies the coupon' in suite 'checkout' are different "
+        "tests sharing one name, not retries (1 of them failed): left out of the verdicts; give them distinct "
+        "names to have them judged"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cases", "why"),
+    [
+        ('<testcase classname="p" name="T"/><testcase classname="p" name="T"><failure/></testcase>', "a pass first"),
+        ('<testcase classname="p" name="T"><skipped/></testcase><testcase classname="p" name="T"/>', "a skip first"),
+        ('<testcase classname="p" name="T"><failure/></testcase><testcase classname="p" name="T"/>', "no retry form"),
+    ],
+)
+def test_a_repeated_name_is_a_collision_unless_the_runner_repeats_retries_and_each_earlier_entry_failed(
+    cases: str, why: str
+) -> None:
+    producer = "" if why == "no retry form" else GO
+    report = read(suite(producer + cases))
+    assert report.results == [], why
+    assert [(c.test, c.entries) for c in report.collisions] == [("p::T", 2)], why
 
 
 def test_suites_of_one_name_are_one_suite() -> None:
-    xml = """<testsuites>
-      <testsuite name="pkg"><testcase classname="pkg" name="TestA"><failure message="Failed"/></testcase></testsuite>
+    failed = '<testcase classname="pkg" name="TestA"><failure message="Failed"/></testcase>'
+    xml = f"""<testsuites>
+      <testsuite name="pkg">{GO}{failed}</testsuite>
       <testsuite name="pkg"><testcase classname="pkg" name="TestA"/></testsuite>
     </testsuites>"""
     assert codes(only(read(xml))) == "FP"
@@ -254,8 +332,26 @@ def test_pytest_rerunfailures_empty_entries_before_the_last_are_failed_attempts(
 
 
 def test_the_pytest_rule_needs_the_pytest_suite() -> None:
-    other = PYTEST_RERUNS.replace('name="pytest"', 'name="unit"')
-    assert [codes(r) for r in read(other).results] == ["PP", "PPF", "P", "S"]
+    """Without pytest's suite the empty entries are passes, so the repeats are name collisions."""
+    other = read(PYTEST_RERUNS.replace('name="pytest"', 'name="unit"'))
+    assert [(r.id, codes(r)) for r in other.results] == [
+        ("tests.test_m::test_ok", "P"),
+        ("tests.test_m::test_skip", "S"),
+    ]
+    assert [(c.test, c.entries, c.failed) for c in other.collisions] == [
+        ("tests.test_m::test_flaky", 2, 0),
+        ("tests.test_m::test_broken", 3, 1),
+    ]
+
+
+def test_a_skipped_entry_before_the_last_is_not_a_pytest_rerun() -> None:
+    xml = PYTEST_RERUNS.replace(
+        '<testcase classname="tests.test_m" name="test_flaky" time="0.1" />',
+        '<testcase classname="tests.test_m" name="test_flaky" time="0.1"><skipped message="x"/></testcase>',
+    )
+    report = read(xml)
+    assert "tests.test_m::test_flaky" not in by_id(report)
+    assert [c.test for c in report.collisions] == ["tests.test_m::test_flaky"]
 
 
 def test_one_name_in_two_suites_is_two_tests() -> None:

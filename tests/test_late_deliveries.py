@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from bot.pipeline.attempt import process_workflow_run
 from bot.store import Store
 from bot.store.schema import reports
+from tests.conftest import FIXTURES
 from tests.github_fake import FakeGitHub, FakeRun, zip_of
 
 REPO = "acme/widgets"
@@ -75,3 +76,25 @@ def test_every_check_run_of_the_commit_ends_the_same_whatever_the_order(
     assert conclusion == "success" and str(summary).startswith("Success: the only failure")
     assert len(comments) == 1 and "**flaky**" in comments[0]
     assert stored(store) == [(1, "junit"), (2, "junit")]  # nothing stored twice
+
+
+def test_a_failed_test_sharing_its_name_is_named_and_fails_the_check_but_gets_no_verdict(
+    store: Store, github: FakeGitHub
+) -> None:
+    """mocha writes no retries: of two tests named alike, one passed and one failed. Neither is called
+    flaky; the check run names the collision, and the failure still fails the gate."""
+    mocha = (FIXTURES / "collision" / "mocha-shared-title.xml").read_bytes()
+    run = github.add_run(REPO, pull_requests=[7])
+    github.add_job(run, attempt=1, conclusion="failure")
+    github.add_artifact(run, "junit", zip_of({"mocha.xml": mocha}), attempt=1)
+    with github.port() as gh:
+        report = process_workflow_run(store, gh, installation_id=77, repo=REPO, repo_id=1, run_id=run.id, attempt=1)
+    assert report is not None and report.findings == ()
+    (check,) = github.check_runs.values()
+    assert check.conclusion == "failure"
+    summary = check.output["summary"].replace("\\", "")  # Markdown escapes
+    assert summary.startswith("Failure: `applies the coupon::checkout applies the coupon` failed, and its name")
+    assert "2 testcases named 'applies the coupon::checkout applies the coupon' in suite 'checkout'" in summary
+    assert "flaky" not in check.output["title"] + summary
+    (comment,) = github.comments_on(REPO, 7)
+    assert "1 failed but not judged (a name shared by several tests)" in comment.body

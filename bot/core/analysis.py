@@ -28,6 +28,7 @@ class Analysis:
     files: int = 0
     refused: int = 0
     new_reports: int = 0
+    collided_failures: int = 0  # failures of tests sharing a name with another: named in a warning, not judged
 
     @property
     def usable(self) -> int:

@@ -94,6 +94,8 @@ class CommitReport:
     # (test id, context key) remembered as flaky: known flaky in the last 7 days, or not recovered since
     known_flaky_now: frozenset[tuple[str, str]] = frozenset()
     problems: tuple[str, ...] = field(default=())  # missing or expired artifacts, refused reports
+    # failed tests that share their name with another test in one report: seen, but not judged
+    unjudged: tuple[str, ...] = field(default=())
 
     @property
     def gate(self) -> Gate:
@@ -101,7 +103,7 @@ class CommitReport:
 
     @property
     def has_something_to_say(self) -> bool:
-        return bool(self.findings or self.no_longer_flaky)
+        return bool(self.findings or self.no_longer_flaky or self.unjudged)
 
 
 _ORDER = {CommitVerdict.FAILING: 0, CommitVerdict.UNDETERMINED: 1, CommitVerdict.FLAKY: 2, CommitVerdict.PASSING: 3}
@@ -119,6 +121,7 @@ def commit_report(
     tests_seen: int = 0,
     reports: int = 0,
     problems: Sequence[str] = (),
+    unjudged: Sequence[str] = (),
 ) -> CommitReport:
     findings = []
     known_now: set[tuple[str, str]] = set()
@@ -167,6 +170,7 @@ def commit_report(
         tuple(sorted(ended)),
         frozenset(known_now),
         tuple(problems),
+        tuple(unjudged),
     )
 
 
@@ -184,8 +188,9 @@ def decide(report: CommitReport, show: Callable[[str], str] = _as_is) -> Gate:
     """The check run's conclusion, with its reason in one sentence.
 
     success: nothing failed, or every failure is a proven flake of this commit; failure: a failure
-    that reproduces, or a single failure without flaky history; neutral: single failures of tests known
-    flaky that were not rerun, or no report to judge.
+    that reproduces, a single failure without flaky history, or a failure of a test whose name another
+    test in the same report shares (it cannot be judged, and is not let through); neutral: single
+    failures of tests known flaky that were not rerun, or no report to judge.
     """
     sha = short(report.head_sha)
     findings = report.findings
@@ -201,6 +206,15 @@ def decide(report: CommitReport, show: Callable[[str], str] = _as_is) -> Gate:
             f"Failure: {_names(lone, show)} failed on the only attempt of {sha} and "
             f"{'has' if len({f.name for f in lone}) == 1 else 'have'} no flaky history; rerun the failed jobs to know "
             "whether it is flaky.",
+        )
+    if report.unjudged:
+        names = report.unjudged
+        shown = ", ".join(show(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return Gate(
+            Conclusion.FAILURE,
+            f"Failure: {shown} failed, and {'its name is' if len(names) == 1 else 'their names are'} shared with "
+            "another test in the same report, so Flaketally cannot tell which one failed; give the tests distinct "
+            "names to have them judged.",
         )
     if known:
         return Gate(

@@ -22,7 +22,7 @@ from defusedxml.expatreader import create_parser
 
 from bot.core import runners
 from bot.core.identity import MAX_NAME, bounded
-from bot.core.results import Outcome, Report, ReportRefused, TestResult, first_line
+from bot.core.results import Collision, Outcome, Report, ReportRefused, TestResult, first_line
 from bot.core.runners import TEXT_OF, Dialect, Entry
 
 CHUNK = 1 << 20
@@ -79,13 +79,15 @@ class _Child:
 class _RunFields:
     """The run identity a report writes about itself: suite attributes, or ``<property>`` entries."""
 
-    __slots__ = ("attempt", "commit", "in_properties", "props", "timestamp")
+    __slots__ = ("attempt", "commit", "empty_properties", "in_block", "in_properties", "props", "timestamp")
 
     def __init__(self) -> None:
         self.commit: str | None = None
         self.attempt: int | None = None
         self.timestamp: str | None = None
         self.in_properties = False
+        self.in_block = 0  # <property> elements in the open <properties>
+        self.empty_properties = False  # a <properties> element with none (Gradle writes one)
         self.props: dict[str, str] = {}
 
     def suite(self, attrs: dict[str, str]) -> None:
@@ -96,16 +98,27 @@ class _RunFields:
         if self.timestamp is None and attrs.get("timestamp"):
             self.timestamp = bounded(attrs.get("timestamp", ""), 40)
 
+    def start_properties(self) -> None:
+        self.in_properties = True
+        self.in_block = 0
+
+    def end_properties(self) -> None:
+        self.in_properties = False
+        if not self.in_block:
+            self.empty_properties = True
+
     def property(self, attrs: dict[str, str]) -> None:
+        self.in_block += 1
         name = attrs.get("name", "")
         if name in _PROPERTY_KEYS and name not in self.props:
             self.props[name] = bounded(attrs.get("value", ""), 200)
 
-    def report(self, digest: str, results: list[TestResult], size: int) -> Report:
+    def report(self, digest: str, results: list[TestResult], collisions: list[Collision], size: int) -> Report:
         props = self.props
         return Report(
             digest=digest,
             results=results,
+            collisions=collisions,
             commit=self.commit or props.get("commit") or None,
             attempt=self.attempt if self.attempt is not None else _int(props.get("attempt")),
             timestamp=self.timestamp,
@@ -136,7 +149,13 @@ class _Handler:
         self.run = _RunFields()
 
     def dialect(self) -> Dialect:
-        return Dialect(pytest=self.pytest, playwright=self.playwright, one_suite=len(self.suite_names) <= 1)
+        return Dialect(
+            pytest=self.pytest,
+            playwright=self.playwright,
+            one_suite=len(self.suite_names) <= 1,
+            go="go.version" in self.run.props,
+            gradle=self.root == "testsuite" and self.run.empty_properties,
+        )
 
     def start(self, tag: str, attrs: dict[str, str]) -> None:
         self.depth += 1
@@ -157,7 +176,7 @@ class _Handler:
         elif tag == "testsuite":
             self._start_suite(attrs)
         elif tag == "properties":
-            self.run.in_properties = True
+            self.run.start_properties()
         elif tag == "property" and self.run.in_properties:
             self.run.property(attrs)
 
@@ -240,7 +259,7 @@ class _Handler:
             self.suites.pop()
             self.suite = self.suites[-1] if self.suites else _NO_SUITE
         elif tag == "properties":
-            self.run.in_properties = False
+            self.run.end_properties()
 
     def _end_child(self, entry: Entry, child: _Child) -> None:
         text = "".join(child.text)
@@ -291,7 +310,7 @@ def parse(stream: IO[bytes]) -> Report:
         if not size:
             raise ReportRefused("empty: no XML element")
         parser.Parse(b"", True)
-        results = runners.merge(handler.entries, handler.dialect())
+        results, collisions = runners.merge(handler.entries, handler.dialect())
     except DefusedXmlException as exc:
         reason = f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)"
         raise ReportRefused(reason) from None
@@ -304,4 +323,4 @@ def parse(stream: IO[bytes]) -> Report:
             gc.enable()
     if handler.root is None:
         raise ReportRefused("empty: no XML element")
-    return handler.run.report(digest.hexdigest(), results, size)
+    return handler.run.report(digest.hexdigest(), results, collisions, size)

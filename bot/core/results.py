@@ -68,12 +68,42 @@ class TestResult:
         return ""
 
 
+@dataclass(frozen=True, slots=True)
+class Collision:
+    """Testcases of one name in one suite that are not a runner's retries: different tests that share a
+    name. None of them is judged (a pass of one beside a failure of another would read as a flaky pass);
+    the report names them instead."""
+
+    classname: str
+    name: str
+    file: str | None
+    project: str | None
+    suite: str
+    entries: int  # testcase elements of that name
+    failed: int  # how many of them failed
+
+    @property
+    def test(self) -> str:
+        """The shared name as a test id would show it."""
+        return test_id(self.classname, self.name, self.file, self.project)
+
+    def describe(self) -> str:
+        outcome = f"{self.failed} of them failed" if self.failed else "none of them failed"
+        where = f" in suite {self.suite!r}" if self.suite else ""
+        return (
+            f"{self.entries} testcases named {self.test!r}{where} are different tests sharing one name, not "
+            f"retries ({outcome}): left out of the verdicts; give them distinct names to have them judged"
+        )
+
+
 @dataclass(slots=True)
 class Report:
-    """What one JUnit file says: its results and the run identity written inside it."""
+    """What one JUnit file says: its results, the name collisions left out of them, and the run identity
+    written inside it."""
 
     digest: str
     results: list[TestResult]
+    collisions: list[Collision] = field(default_factory=list)
     commit: str | None = None
     attempt: int | None = None
     timestamp: str | None = None

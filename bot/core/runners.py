@@ -7,17 +7,26 @@ into results. Retries a runner recorded inside one report become attempts of one
   Playwright with ``PLAYWRIGHT_JUNIT_INCLUDE_RETRIES``, Gradle with ``mergeReruns`` and cargo-nextest;
 - several ``<failure>`` elements in one testcase (vitest ``retry``: one per attempt);
 - a Playwright failure whose text holds ``Retry #N`` sections (one per further attempt);
-- a testcase repeated in one ``<testsuite>`` (gotestsum ``--rerun-fails``, Gradle without
-  ``mergeReruns``, pytest-rerunfailures). pytest-rerunfailures writes each rerun as an *empty* testcase
-  before the final one, so in a pytest report a repeated entry that is not the last is a failed attempt.
+- a testcase repeated in one ``<testsuite>``, but only from the runners that write retries that way
+  (gotestsum ``--rerun-fails``, Gradle without ``mergeReruns``, pytest-rerunfailures) and only when every
+  entry before the last failed. pytest-rerunfailures writes each rerun as an *empty* testcase before the
+  final one, so in a pytest report an empty entry that is not the last is a failed attempt.
 
 What is not a retry:
+- any other repeated name (mocha, jest-junit, TestNG data providers, Surefire, an unknown producer, or an
+  earlier entry that passed or was skipped): different tests sharing one name. They become a
+  ``Collision``, left out of the results and named in the report, because a pass of one beside a failure
+  of another would otherwise read as a flaky pass (flakemap's rule: duplicates never become evidence);
 - the same classname and name in two differently named suites (jest-junit writes one suite per file and
   its classname is the ``describe`` path, so two files often share one): two tests, each classname
   qualified by its suite's name (``suite::classname``) so their ids differ;
 - testcases without a name: each is its own test, named by its position (``(unnamed testcase 2)``);
 - ``<failure>`` and ``<error>`` together in one testcase: one attempt that failed and then errored in its
   teardown (pytest writes that), counted as an error.
+
+Which runner wrote a report is told from what it writes: pytest names its suite ``pytest``; gotestsum
+writes a ``go.version`` property; Gradle writes one ``<testsuite>`` root per class whose ``<properties>``
+element is empty (``JUnitXmlResultWriter``); Playwright gives its ``<testsuites>`` root an ``id``.
 
 Other runner habits: pytest's xunit1 writes 0-based lines; libtest writes its panic in ``<system-out>``
 after a failure that has no message; Playwright names its projects in the suite's ``hostname``.
@@ -34,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from bot.core.identity import MAX_NAME, bounded
-from bot.core.results import Attempt, Outcome, TestResult, first_line
+from bot.core.results import Attempt, Collision, Outcome, TestResult, first_line
 
 FINAL = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 FLAKY = {"flakyFailure": Outcome.FAILED, "flakyError": Outcome.ERROR}
@@ -53,6 +62,13 @@ class Dialect:
     pytest: bool = False  # a suite named "pytest"
     playwright: bool = False  # a <testsuites> root with an id
     one_suite: bool = True  # every testcase in suites of one name
+    go: bool = False  # a "go.version" property (gotestsum)
+    gradle: bool = False  # a <testsuite> root with an empty <properties> element
+
+    @property
+    def repeats_retries(self) -> bool:
+        """Whether this runner writes a retried test as the same testcase again (one entry per attempt)."""
+        return self.pytest or self.go or self.gradle
 
 
 def is_playwright_root(tag: str, attrs: Mapping[str, str]) -> bool:
@@ -163,8 +179,9 @@ class Entry:
 _Name = tuple[str, str, str | None, str | None]  # classname, name, file, project
 
 
-def merge(entries: Iterable[Entry], dialect: Dialect) -> list[TestResult]:
-    """One result per test: entries repeated in one suite are the attempts of one test."""
+def merge(entries: Iterable[Entry], dialect: Dialect) -> tuple[list[TestResult], list[Collision]]:
+    """One result per test: entries repeated in one suite are the attempts of one test where the runner
+    writes retries that way; otherwise they are a name collision, left out of the results."""
     groups: dict[tuple[str, str, str | None, str | None, str], list[Entry]] = {}
     for entry in entries:
         project = (entry.suite_hostname or None) if dialect.playwright else None
@@ -176,13 +193,18 @@ def merge(entries: Iterable[Entry], dialect: Dialect) -> list[TestResult]:
             group.append(entry)
     several_suites = set() if dialect.one_suite else _in_several_suites(groups)
     results = []
+    collisions = []
     taken: set[str] = set()
     for (classname, name, file, project, suite), group in groups.items():
         entry = group[-1]
         if len(group) == 1:
             attempts = (Attempt(entry.final, entry.time),) if entry.plain else tuple(entry.attempts())
-        else:
+        elif is_retry_sequence(group, dialect):
             attempts = tuple(_repeated(group, dialect))
+        else:
+            failed = sum(1 for one in group if any(a.outcome.is_failure for a in one.attempts()))
+            collisions.append(Collision(classname, name, file, project, suite, len(group), failed))
+            continue
         line = entry.line
         if dialect.pytest and line is not None:
             line += 1  # pytest's xunit1 writes 0-based lines
@@ -196,7 +218,7 @@ def merge(entries: Iterable[Entry], dialect: Dialect) -> list[TestResult]:
                     break
         taken.add(result.id)
         results.append(result)
-    return results
+    return results, collisions
 
 
 def _in_several_suites(groups: Iterable[tuple[str, str, str | None, str | None, str]]) -> set[_Name]:
@@ -207,6 +229,22 @@ def _in_several_suites(groups: Iterable[tuple[str, str, str | None, str | None, 
         if suite_of.setdefault((classname, name, file, project), suite) != suite:
             several.add((classname, name, file, project))
     return several
+
+
+def is_retry_sequence(group: list[Entry], dialect: Dialect) -> bool:
+    """Whether the entries of one name in one suite are one test's attempts: the runner writes retries as
+    repeated testcases, and every entry before the last failed (in a pytest report an empty entry is a
+    rerun that failed; a skipped one is not)."""
+    if not dialect.repeats_retries:
+        return False
+    for one in group[:-1]:
+        attempts = one.attempts()
+        if any(a.outcome.is_failure for a in attempts):
+            continue
+        if dialect.pytest and one.plain and one.final is Outcome.PASSED:
+            continue
+        return False
+    return True
 
 
 def _repeated(group: list[Entry], dialect: Dialect) -> list[Attempt]:

@@ -37,12 +37,15 @@ def _label(verdict: CommitVerdict, finding: Finding) -> str:
 def _headline(report: CommitReport) -> str:
     findings = report.findings
     sha = short(report.head_sha)
+    unjudged = f"{len(report.unjudged)} failed but not judged (a name shared by several tests)"
     if not findings:
-        return f"no test failed on {sha}"
+        return f"{unjudged} on {sha}" if report.unjudged else f"no test failed on {sha}"
     flaky = sum(1 for f in findings if f.verdict is CommitVerdict.FLAKY)
     real = sum(1 for f in findings if f.real)
     other = len(findings) - flaky - real
     parts = [f"{flaky} flaky", f"{real} real"] + ([f"{other} known flaky, not rerun"] if other else [])
+    if report.unjudged:
+        parts.append(unjudged)
     tests = "test" if len(findings) == 1 else "tests"
     return f"{len(findings)} {tests} failed on {sha}: " + ", ".join(parts)
 

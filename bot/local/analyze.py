@@ -32,6 +32,7 @@ def analyze(
         result.warnings.extend(read.warnings)
         result.refused += read.refused
         result.new_reports += read.new
+        result.collided_failures += read.collided_failures
         seen |= read.ids
     result.tests = [judge(h, policy, result.rates) for h in store.history(repo, seen)]
     return result

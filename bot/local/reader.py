@@ -29,6 +29,7 @@ class Read:
     ids: set[str]
     refused: bool = False
     new: bool = False
+    collided_failures: int = 0  # names shared by several tests, one of which failed: not judged
 
 
 def read_and_store(store: Store, path: Path, repo: str, write_lock: AbstractContextManager[Any] | None = None) -> Read:
@@ -41,9 +42,11 @@ def read_and_store(store: Store, path: Path, repo: str, write_lock: AbstractCont
     except OSError as exc:
         return Read(str(path), [FileWarning(str(path), f"cannot be read: {exc.strerror or exc}")], set(), refused=True)
     run, problems = identify(path, report, repo)
+    problems += [FileWarning(str(path), c.describe()) for c in report.collisions]
     with write_lock or nullcontext():
         new = store.ingest(report, run)
-    return Read(str(path), problems, {r.id for r in report.results}, new=new)
+    failed = sum(1 for c in report.collisions if c.failed)
+    return Read(str(path), problems, {r.id for r in report.results}, new=new, collided_failures=failed)
 
 
 _worker_store: Store | None = None

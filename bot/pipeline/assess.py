@@ -19,6 +19,7 @@ def assess(scope: Scope, head_sha: str, now: datetime) -> CommitReport:
     previously = frozenset(rec.known_flaky_keys(store, key))
     wanted = rec.tests_on_commit(store, key, head_sha) | {t for t, _ in previously}
     reports, results = rec.commit_summary(store, key, head_sha)
+    problems = rec.problems_of_commit(store, key, head_sha)
     # GitHub's times read "2026-12-01T10:00:00Z": in that form the window is a string comparison
     since = (now - timedelta(days=WINDOW_DAYS)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return commit_report(
@@ -31,5 +32,6 @@ def assess(scope: Scope, head_sha: str, now: datetime) -> CommitReport:
         previously_known=previously,
         tests_seen=results,
         reports=reports,
-        problems=scope.problems,
+        problems=list(dict.fromkeys(p.text for p in problems)),
+        unjudged=sorted({p.unjudged_failure for p in problems if p.unjudged_failure}),
     )

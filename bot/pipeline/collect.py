@@ -86,9 +86,18 @@ def collect_attempt(
         if not matches_patterns(artifact.name, scope.options.artifact_patterns):
             continue
         if artifact.expired:
-            scope.problems.append(f"artifact {artifact.name!r} of attempt {run.run_attempt} has expired")
+            note(scope, run, f"artifact {artifact.name!r} of attempt {run.run_attempt} has expired")
             continue
         ingest_artifact(scope, run, artifact, jobs)
+    for name, later in replaced_artifacts(run.run_attempt, artifacts, attempts, scope.options.artifact_patterns):
+        if not rec.stored_artifact_names(scope.store, scope.repo_key, run.id, run.run_attempt) & {name}:
+            note(
+                scope,
+                run,
+                f"artifact {name!r} of attempt {run.run_attempt} is missing: attempt {later} uploaded one of that "
+                "name, which replaces the earlier one when uploaded with `overwrite: true`, so attempt "
+                f"{run.run_attempt}'s reports in it could not be read",
+            )
 
 
 def ingest_artifact(scope: Scope, run: RunAttempt, artifact: Artifact, jobs: Sequence[Job]) -> None:
@@ -98,12 +107,10 @@ def ingest_artifact(scope: Scope, run: RunAttempt, artifact: Artifact, jobs: Seq
         try:
             scope.gh.download_artifact(scope.repo, artifact.id, archive, limits.max_archive_bytes)
         except ArtifactGone:
-            scope.problems.append(
-                f"artifact {artifact.name!r} of attempt {run.run_attempt} is gone (expired or deleted)"
-            )
+            note(scope, run, f"artifact {artifact.name!r} of attempt {run.run_attempt} is gone (expired or deleted)")
             return
         except ArtifactTooLarge as exc:
-            scope.problems.append(f"artifact {artifact.name!r} refused: {exc}")
+            note(scope, run, f"artifact {artifact.name!r} of attempt {run.run_attempt} refused: {exc}")
             return
         archive.seek(0)
         warnings: list[ArchiveWarning] = []
@@ -112,8 +119,11 @@ def ingest_artifact(scope: Scope, run: RunAttempt, artifact: Artifact, jobs: Seq
                 try:
                     report = parse(stream)
                 except ReportRefused as exc:
-                    scope.problems.append(f"{artifact.name}/{member}: {exc}")
+                    note(scope, run, f"{artifact.name}/{member} (attempt {run.run_attempt}): {exc}")
                     continue
+                for collision in report.collisions:
+                    text = f"{artifact.name}/{member} (attempt {run.run_attempt}): {collision.describe()}"
+                    note(scope, run, text, collision.test if collision.failed else None)
                 identity = RunIdentity(
                     repo=scope.repo,
                     commit=run.head_sha,
@@ -127,11 +137,37 @@ def ingest_artifact(scope: Scope, run: RunAttempt, artifact: Artifact, jobs: Seq
                 )
                 scope.store.ingest(report, identity)
         except ArchiveRefused as exc:
-            scope.problems.append(f"artifact {artifact.name!r} refused: {exc}")
-        scope.problems.extend(f"{artifact.name}/{w.member}: {w.detail or w.reason}" for w in warnings)
+            note(scope, run, f"artifact {artifact.name!r} of attempt {run.run_attempt} refused: {exc}")
+        for w in warnings:
+            note(scope, run, f"{artifact.name}/{w.member} (attempt {run.run_attempt}): {w.detail or w.reason}")
+
+
+def note(scope: Scope, run: RunAttempt, text: str, unjudged_failure: str | None = None) -> None:
+    """Keep something that could not be judged on the commit: every check run of the commit names it."""
+    problem = rec.Problem(run.id, run.run_attempt, text, unjudged_failure)
+    rec.record_problem(scope.store, scope.repo_key, run.head_sha, problem)
 
 
 # --- pure helpers ---------------------------------------------------------------------------------
+
+
+def replaced_artifacts(
+    attempt: int, artifacts: Sequence[Artifact], attempts: Sequence[rec.RunRecord], patterns: Sequence[str]
+) -> list[tuple[str, int]]:
+    """(name, later attempt) of the candidate artifacts that a later attempt uploaded and this attempt has
+    none of: with upload-artifact's ``overwrite: true`` a rerun replaces the earlier attempt's artifact of
+    the same name, so an attempt processed late finds only the later one (which it must never read)."""
+    mine: set[str] = set()
+    later: dict[str, int] = {}
+    for artifact in artifacts:
+        if not matches_patterns(artifact.name, patterns):
+            continue
+        owner = attempt_of_artifact(artifact, attempts)
+        if owner == attempt:
+            mine.add(artifact.name)
+        elif owner is not None and owner > attempt:
+            later[artifact.name] = min(owner, later.get(artifact.name, owner))
+    return sorted((name, n) for name, n in later.items() if name not in mine)
 
 
 def attempt_of_artifact(artifact: Artifact, attempts: Sequence[rec.RunRecord]) -> int | None:

@@ -26,8 +26,9 @@ class Options:
 class Scope:
     """One delivery's repository, as every step sees it.
 
-    ``repo_id`` is GitHub's id of the repository, ``repo_key`` the store's key of it. ``problems`` gathers
-    what could not be judged on the way (expired artifacts, refused reports), named in the check run.
+    ``repo_id`` is GitHub's id of the repository, ``repo_key`` the store's key of it. What could not be
+    judged on the way (expired artifacts, refused reports) is kept in the store (``collect.note``), so every
+    check run of the commit names it.
     """
 
     store: Store
@@ -37,4 +38,3 @@ class Scope:
     repo_id: int
     repo_key: int
     options: Options
-    problems: list[str] = field(default_factory=list)

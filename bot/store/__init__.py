@@ -24,7 +24,7 @@ from bot.store import codec
 from bot.store.schema import contexts, observations, reports, repos, tests
 
 # The newest migration in migrations/versions (a test checks it against alembic's own view).
-SCHEMA_HEAD = "0002"
+SCHEMA_HEAD = "0003"
 # the PostgreSQL advisory lock held while migrating (any 64-bit number no other tool uses)
 MIGRATION_LOCK = 0x666C616B65_7461
 _BATCH = 500
@@ -247,8 +247,8 @@ class Store:
         with ``since`` (an ISO time in the stored form), only reports that started then or later, and
         undated ones.
 
-        Reports are ordered by when they ran (``started_at``, then ``run_index``), then by commit and
-        attempt, so the result does not depend on the order in which files were read.
+        Reports are ordered by when they ran (``started_at``, then ``run_index``), then by commit, attempt
+        and run, so the result does not depend on the order in which files were read or runs delivered.
         """
         wanted = set(test_ids) if test_ids is not None else None
         with self.engine.connect() as conn:
@@ -322,7 +322,11 @@ def _history_rows(conn: Connection, repo_key: int, wanted: set[str] | None, sinc
 def _histories(rows: _HistoryRows) -> list[TestHistory]:
     """The observation lists, per test and context, filled report by report in the order the reports ran."""
     info, context_keys, report_rows, kept_rows = rows
-    report_rows.sort(key=lambda r: (r.started_at or "", r.run_index or 0, r.commit_sha, r.attempt, r.digest, r.id))
+    # a total order on what was executed, never on when it was stored: two runs of one commit that started
+    # in the same second are told apart by their run ids, so the evidence reads the same whoever stored first
+    report_rows.sort(
+        key=lambda r: (r.started_at or "", r.run_index or 0, r.commit_sha, r.attempt, r.run_id or 0, r.digest, r.id)
+    )
     kept: dict[int, list[tuple[int, str, str]]] = {}
     for row in kept_rows:
         kept.setdefault(row.report_id, []).append((row.test_id, row.attempts, row.message))

@@ -163,3 +163,17 @@ known_flaky = Table(
     Column("test_id", Integer, ForeignKey("tests.id"), primary_key=True),
     Column("context_id", Integer, ForeignKey("contexts.id"), primary_key=True),
 )
+
+# What could not be judged on a commit, one row per distinct text: named by every check run of the commit.
+# ``unjudged_failure`` is the test id of a failed test that shares its name with another in one report.
+problems = Table(
+    "problems",
+    metadata,
+    Column("repo_id", Integer, ForeignKey("repos.id"), primary_key=True),
+    Column("head_sha", String(64), primary_key=True),
+    Column("digest", String(64), primary_key=True),
+    Column("run_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("unjudged_failure", Text, nullable=True),
+)
