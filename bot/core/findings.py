@@ -22,6 +22,7 @@ from bot.core.verdicts import (
     history_judgement,
     known_flaky,
     no_longer_flaky,
+    recovery_evidence,
     short,
 )
 
@@ -135,7 +136,7 @@ def commit_report(
         elif key in previously_known:
             judged_history = history_judgement(history)
             if no_longer_flaky(True, known, judged_history):
-                ended.append((history.test_id, context.display(), judged_history.evidence))
+                ended.append((history.test_id, context.display(), recovery_evidence(judged_history)))
             else:  # remembered until its history shows it recovered
                 known_now.add(key)
         here = [o for o in history.observations if o.commit == head_sha]

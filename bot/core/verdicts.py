@@ -327,6 +327,12 @@ def recovered(history: HistoryJudgement) -> bool:
     )
 
 
+def recovery_evidence(history: HistoryJudgement) -> str:
+    """The history's evidence, with the bound that made it a recovery, for a reader to check."""
+    upper = wilson_upper_bound(history.score, history.observations)
+    return f"{history.evidence}; upper bound of the flip score {upper:.3f} < {FLAKY_ABOVE:.2f}"
+
+
 def no_longer_flaky(was_known_flaky: bool, now: KnownFlaky | None, history: HistoryJudgement) -> bool:
     """True once, when a test that was known flaky has no same-code pass and failure left in the 7-day
     memory *and* its history has recovered. The memory running dry alone proves nothing: a flaky test
