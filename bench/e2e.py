@@ -258,6 +258,7 @@ class FakeServer:
                         "conclusion": c.conclusion,
                         "external_id": c.external_id,
                         "annotations": len(c.annotations),
+                        "summary": (c.output or {}).get("summary", ""),
                     }
                     for c in fake.check_runs.values()
                 ],
@@ -267,6 +268,7 @@ class FakeServer:
                         "issue_number": c.issue_number,
                         "length": len(c.body),
                         "marker": c.body.startswith("<!-- flaketally:comment -->"),
+                        "flaky": c.body.count("**flaky**"),
                     }
                     for c in fake.comments.values()
                 ],
@@ -790,8 +792,8 @@ def run(args: argparse.Namespace, db_url: str, scratch: Path, children: Children
         print("FAILED:\n  " + "\n  ".join(problems[:20]))
         return 1
     print(
-        f"ok: every run has a concluded Flaketally check run per attempt and exactly one PR comment; "
-        f"{len(failed)} failed jobs"
+        f"ok: every run has a concluded Flaketally check run per attempt and exactly one PR comment; the check "
+        f"runs of each commit agree; every rerun's flake is called flaky; {len(failed)} failed jobs"
     )
     return 0
 
@@ -803,6 +805,7 @@ def verify(manifest: list[dict[str, Any]], state: dict[str, Any]) -> list[str]:
         if c["name"] == "Flaketally":
             checks.setdefault((c["repo"], c["head_sha"]), []).append(c)
     comments = Counter((c["repo"], c["issue_number"]) for c in state["comments"] if c["marker"])
+    flaky = {(c["repo"], c["issue_number"]): c["flaky"] for c in state["comments"] if c["marker"]}
     for e in manifest:
         ours = checks.get((e["repo"], e["head_sha"]), [])
         wanted = {f"{e['run_id']}:{n}" for n in range(1, e["attempts"] + 1)}
@@ -813,6 +816,11 @@ def verify(manifest: list[dict[str, Any]], state: dict[str, Any]) -> list[str]:
             problems.append(f"run {e['run_id']}: check run not concluded: {unfinished}")
         if comments[(e["repo"], e["pr"])] != 1:
             problems.append(f"run {e['run_id']}: {comments[(e['repo'], e['pr'])]} Flaketally comments on #{e['pr']}")
+        if len({(c["conclusion"], c["summary"]) for c in ours}) > 1:  # every check run of a commit converges
+            problems.append(f"run {e['run_id']}: its check runs disagree: {[c['conclusion'] for c in ours]}")
+        wanted_flaky = 1 if e["attempts"] == 2 else 0  # the failure that passed on attempt 2, whenever processed
+        if flaky.get((e["repo"], e["pr"])) != wanted_flaky:
+            problems.append(f"run {e['run_id']}: {flaky.get((e['repo'], e['pr']))} flaky rows, wanted {wanted_flaky}")
     return problems
 
 
