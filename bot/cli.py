@@ -73,6 +73,15 @@ def _parser() -> argparse.ArgumentParser:
         choices=[p.value for p in SINGLE_FAIL_POLICIES],
         default=CommitVerdict.UNDETERMINED.value,
     )
+    config = commands.add_parser("config", help="check, explain or show the .github/flaketally.yml configuration")
+    what = config.add_subparsers(dest="config_command", required=True)
+    check = what.add_parser("check", help="validate local files, no GitHub needed (exit 1 when a key is wrong)")
+    check.add_argument(
+        "files", nargs="+", metavar="FILE", help="a .github/flaketally.yml; give the organisation's first to merge"
+    )
+    what.add_parser("schema", help="every key: its values, default and what it does (Markdown)")
+    show = what.add_parser("show", help="the configuration in force for a repository, read with the App's keys")
+    show.add_argument("--repo", required=True, metavar="OWNER/NAME")
     return parser
 
 
@@ -85,7 +94,7 @@ def _progress(index: int, total: int, path: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    commands = {"analyze": _analyze, "serve": _serve, "worker": _worker, "replay": _replay}
+    commands = {"analyze": _analyze, "serve": _serve, "worker": _worker, "replay": _replay, "config": _config}
     return commands[args.command](args)
 
 
@@ -186,3 +195,33 @@ def _analyze(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     findings = analysis.collided_failures or any(t.is_finding for t in analysis.tests)
     return EXIT_FINDINGS if findings else EXIT_CLEAN
+
+
+def _config(args: argparse.Namespace) -> int:
+    from bot.config import commands
+
+    if args.config_command == "check":
+        code, text = commands.check(args.files)
+        (sys.stdout if code < 2 else sys.stderr).write(text)
+        return code
+    if args.config_command == "schema":
+        sys.stdout.write(commands.schema())
+        return EXIT_CLEAN
+    settings = _settings(require_app=True)
+    if settings is None:
+        return EXIT_USAGE
+    from bot.pipeline.config import show_repository
+
+    try:
+        text = show_repository(
+            app_id=settings.app_id,
+            private_key=settings.private_key,
+            api_url=settings.api_url,
+            database_url=settings.database_url,
+            repo=args.repo,
+        )
+    except Exception as exc:  # a usage problem to the person at the terminal, not a traceback
+        print(f"flaketally: cannot read the configuration of {args.repo}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(text)
+    return EXIT_CLEAN

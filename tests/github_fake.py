@@ -19,7 +19,9 @@ unexpected and fails the test when the fake is closed: the network is blocked.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import io
 import itertools
 import json
@@ -46,6 +48,7 @@ EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the fake clock starts here
 
 ROUTES = (
     "token",
+    "repo_installation",
     "list_artifacts",
     "download_artifact",
     "blob",
@@ -55,6 +58,7 @@ ROUTES = (
     "list_runs",
     "pulls_for_commit",
     "rerun_failed_jobs",
+    "get_content",
     "list_check_runs",
     "create_check_run",
     "update_check_run",
@@ -203,6 +207,8 @@ class FakeGitHub:
         self.comments: dict[int, FakeComment] = {}
         self.pulls: dict[tuple[str, str], list[tuple[int, str]]] = {}
         self.reruns: list[tuple[str, int]] = []
+        self.files: dict[tuple[str, str], str] = {}  # (repo, path) → text, on the default branch
+        self.content_answers: list[tuple[str, str, int]] = []  # (repo, path, status) of each file request
         self._tokens: set[str] = set()
         self._faults: dict[str, list[Callable[[], httpx.Response]]] = {}
         self._ids = itertools.count(1001)
@@ -351,6 +357,13 @@ class FakeGitHub:
         )
         self.artifacts[artifact.id] = artifact
         return artifact
+
+    def add_file(self, repo: str, path: str, text: str | None) -> None:
+        """A file on ``repo``'s default branch (None: delete it)."""
+        if text is None:
+            self.files.pop((repo, path), None)
+        else:
+            self.files[(repo, path)] = text
 
     def add_pull(self, repo: str, sha: str, number: int, *, state: str = "open") -> None:
         self.pulls.setdefault((repo, sha), []).append((number, state))
@@ -590,6 +603,7 @@ class FakeGitHub:
         repo = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"
         api: list[tuple[str, str, str, Callable[..., httpx.Response]]] = [
             ("token", "POST", r"/app/installations/(?P<installation>\d+)/access_tokens", self._token),
+            ("repo_installation", "GET", rf"{repo}/installation", self._repo_installation),
             ("list_artifacts", "GET", rf"{repo}/actions/runs/(?P<run_id>\d+)/artifacts", self._list_artifacts),
             ("download_artifact", "GET", rf"{repo}/actions/artifacts/(?P<artifact_id>\d+)/zip", self._download),
             ("get_run", "GET", rf"{repo}/actions/runs/(?P<run_id>\d+)", self._get_run),
@@ -598,6 +612,7 @@ class FakeGitHub:
             ("list_runs", "GET", rf"{repo}/actions/runs", self._list_runs),
             ("pulls_for_commit", "GET", rf"{repo}/commits/(?P<sha>[0-9a-f]+)/pulls", self._pulls),
             ("rerun_failed_jobs", "POST", rf"{repo}/actions/runs/(?P<run_id>\d+)/rerun-failed-jobs", self._rerun),
+            ("get_content", "GET", rf"{repo}/contents/(?P<path>.+)", self._content),
             ("list_check_runs", "GET", rf"{repo}/commits/(?P<ref>[^/]+)/check-runs", self._list_checks),
             ("create_check_run", "POST", rf"{repo}/check-runs", self._create_check),
             ("update_check_run", "PATCH", rf"{repo}/check-runs/(?P<check_id>\d+)", self._update_check),
@@ -621,7 +636,7 @@ class FakeGitHub:
             faults = self._faults.get(route)
             if faults:
                 return faults.pop(0)()
-            if route not in ("token", "blob") and not self._authorized(request):
+            if route not in ("token", "blob", "repo_installation") and not self._authorized(request):
                 return self._respond(401, {"message": "Bad credentials"})
             try:
                 return handler(request, **groups)
@@ -697,7 +712,8 @@ class FakeGitHub:
 
     # -- handlers
 
-    def _token(self, request: httpx.Request, installation: str) -> httpx.Response:
+    def _app_jwt_refused(self, request: httpx.Request) -> httpx.Response | None:
+        """None when the request carries the App's own JWT (RS256, ``iss`` the App, at most 10 minutes)."""
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer":
             return self._respond(401, {"message": "A JSON web token could not be decoded"})
@@ -709,6 +725,21 @@ class FakeGitHub:
             return self._respond(401, {"message": f"A JSON web token could not be decoded: {exc}"})
         if str(claims["iss"]) != str(self.app_id) or claims["exp"] - claims["iat"] > 600:
             return self._respond(401, {"message": "'Issuer' claim ('iss') must be an Integer"})
+        return None
+
+    def _repo_installation(self, request: httpx.Request, owner: str, name: str) -> httpx.Response:
+        refused = self._app_jwt_refused(request)
+        if refused is not None:
+            return refused
+        if f"{owner}/{name}" not in {repo for repo, _ in self.runs} | {repo for repo, _ in self.files}:
+            return self._respond(404, {"message": "Not Found"})
+        account = {"login": owner, "id": 1, "type": "Organization"}
+        return self._respond(200, {"id": self.installation_id, "account": account, "app_id": self.app_id})
+
+    def _token(self, request: httpx.Request, installation: str) -> httpx.Response:
+        refused = self._app_jwt_refused(request)
+        if refused is not None:
+            return refused
         if int(installation) != self.installation_id:
             return self._respond(404, {"message": "Not Found"})
         self.tokens_minted += 1
@@ -785,6 +816,36 @@ class FakeGitHub:
             return self._respond(404, {"message": "Not Found"})
         self.reruns.append((run.repo, run.id))
         return self._respond(201, {})
+
+    def _content(self, request: httpx.Request, owner: str, name: str, path: str) -> httpx.Response:
+        """``repos/get-content`` for a file, in the shape of GitHub's example, with a strong ETag; a
+        matching ``If-None-Match`` is a 304, which GitHub does not count against the rate limit."""
+        repo = f"{owner}/{name}"
+        text = self.files.get((repo, path))
+        if text is None:
+            self.content_answers.append((repo, path, 404))
+            return self._respond(404, {"message": "Not Found", "status": "404"})
+        data = text.encode()
+        blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        etag = f'"{hashlib.sha256(data).hexdigest()}"'
+        if request.headers.get("if-none-match") == etag:
+            self.content_answers.append((repo, path, 304))
+            return httpx.Response(304, headers={"etag": etag})
+        self.content_answers.append((repo, path, 200))
+        encoded = base64.b64encode(data).decode()
+        body = {
+            "type": "file",
+            "encoding": "base64",
+            "size": len(data),
+            "name": path.rsplit("/", 1)[-1],
+            "path": path,
+            "content": "\n".join(encoded[i : i + 60] for i in range(0, len(encoded), 60)) + "\n",
+            "sha": blob,
+            "url": f"{self.api_url}/repos/{repo}/contents/{path}",
+            "html_url": f"https://github.com/{repo}/blob/main/{path}",
+            "download_url": f"https://raw.githubusercontent.com/{repo}/main/{path}",
+        }
+        return self._respond(200, body, {"etag": etag})
 
     def _list_checks(self, request: httpx.Request, owner: str, name: str, ref: str) -> httpx.Response:
         repo = f"{owner}/{name}"

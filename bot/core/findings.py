@@ -14,11 +14,13 @@ from bot.core.identity import ExecutionContext
 from bot.core.judge import judge
 from bot.core.observations import TestHistory, any_failed
 from bot.core.verdicts import (
+    DEFAULT_THRESHOLDS,
     CommitJudgement,
     CommitVerdict,
     HistoryJudgement,
     KnownFlaky,
     TestVerdict,
+    Thresholds,
     history_judgement,
     known_flaky,
     no_longer_flaky,
@@ -83,6 +85,16 @@ class Gate:
 
 
 @dataclass(frozen=True, slots=True)
+class GatePolicy:
+    """What a repository chose for the failures that are not its change's fault (``gate`` in its
+    ``.github/flaketally.yml``)."""
+
+    known_flaky: Conclusion = Conclusion.NEUTRAL  # single failures of tests known flaky, not rerun
+    broken: Conclusion = Conclusion.NEUTRAL  # failures of tests broken on the default branch too
+    fail_on_new_flake: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class CommitReport:
     repo: str
     head_sha: str
@@ -97,6 +109,8 @@ class CommitReport:
     problems: tuple[str, ...] = field(default=())  # missing or expired artifacts, refused reports
     # failed tests that share their name with another test in one report: seen, but not judged
     unjudged: tuple[str, ...] = field(default=())
+    gate_policy: GatePolicy = field(default=GatePolicy())
+    thresholds: Thresholds = field(default=DEFAULT_THRESHOLDS)
 
     @property
     def gate(self) -> Gate:
@@ -123,6 +137,8 @@ def commit_report(
     reports: int = 0,
     problems: Sequence[str] = (),
     unjudged: Sequence[str] = (),
+    gate_policy: GatePolicy = GatePolicy(),
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> CommitReport:
     findings = []
     known_now: set[tuple[str, str]] = set()
@@ -134,15 +150,15 @@ def commit_report(
         if known:
             known_now.add(key)
         elif key in previously_known:
-            judged_history = history_judgement(history)
-            if no_longer_flaky(True, known, judged_history):
-                ended.append((history.test_id, context.display(), recovery_evidence(judged_history)))
+            judged_history = history_judgement(history, thresholds)
+            if no_longer_flaky(True, known, judged_history, thresholds):
+                ended.append((history.test_id, context.display(), recovery_evidence(judged_history, thresholds)))
             else:  # remembered until its history shows it recovered
                 known_now.add(key)
         here = [o for o in history.observations if o.commit == head_sha]
         if not any_failed(here):
             continue
-        judged = judge(history, policy, rates)  # the same judgement and cost `flaketally analyze` gives
+        judged = judge(history, policy, rates, thresholds)  # the same judgement and cost `flaketally analyze` gives
         commit = next(c for c in judged.commits if c.commit == head_sha)
         message = next((o.message for o in here if o.message), "")
         findings.append(
@@ -172,6 +188,8 @@ def commit_report(
         frozenset(known_now),
         tuple(problems),
         tuple(unjudged),
+        gate_policy,
+        thresholds,
     )
 
 
@@ -218,9 +236,10 @@ def decide(report: CommitReport, show: Callable[[str], str] = _as_is) -> Gate:
             "names to have them judged.",
         )
     if known:
+        conclusion = report.gate_policy.known_flaky
         return Gate(
-            Conclusion.NEUTRAL,
-            f"Neutral: {_names(known, show)} failed once and "
+            conclusion,
+            f"{conclusion.value.capitalize()}: {_names(known, show)} failed once and "
             + (
                 "is known flaky; it was not rerun."
                 if len({f.name for f in known}) == 1

@@ -10,10 +10,12 @@ from bot.core.cost import Cost, Rates, cost_of
 from bot.core.identity import ExecutionContext
 from bot.core.observations import TestHistory, any_failed
 from bot.core.verdicts import (
+    DEFAULT_THRESHOLDS,
     CommitJudgement,
     CommitVerdict,
     HistoryJudgement,
     TestVerdict,
+    Thresholds,
     by_commit,
     commit_judgement,
     history_judgement,
@@ -41,7 +43,9 @@ class TestAnalysis:
         )
 
 
-def judge(history: TestHistory, policy: CommitVerdict, rates: Rates) -> TestAnalysis:
+def judge(
+    history: TestHistory, policy: CommitVerdict, rates: Rates, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> TestAnalysis:
     """A test's history verdict, and a judgement of each commit on which it failed at least once (a commit
     where every attempt passed is counted, not spelled out: most of a large history is just that)."""
     observations = history.observations
@@ -52,4 +56,5 @@ def judge(history: TestHistory, policy: CommitVerdict, rates: Rates) -> TestAnal
         groups = by_commit(observations)
         seen = len(groups)
         commits = tuple(commit_judgement(sha, obs, policy) for sha, obs in groups if any_failed(obs))
-    return TestAnalysis(history, history_judgement(history), commits, cost_of(commits, rates), seen - len(commits))
+    judged = history_judgement(history, thresholds)
+    return TestAnalysis(history, judged, commits, cost_of(commits, rates), seen - len(commits))

@@ -28,6 +28,19 @@ WINDOW_DAYS = 30
 _Z = 1.96
 
 
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """How a history verdict is drawn: the window and the flip-score thresholds (a repository may set
+    them in ``.github/flaketally.yml``; these are the defaults)."""
+
+    window_days: int = WINDOW_DAYS
+    flaky_above: float = FLAKY_ABOVE
+    stable_below: float = STABLE_BELOW
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
 class CommitVerdict(StrEnum):
     FLAKY = "flaky"
     FAILING = "failing"
@@ -226,8 +239,9 @@ def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None
     return None
 
 
-def history_judgement(history: TestHistory) -> HistoryJudgement:
-    observations = in_window(history.observations)
+def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> HistoryJudgement:
+    observations = in_window(history.observations, thresholds.window_days)
+    stable_below, flaky_above = thresholds.stable_below, thresholds.flaky_above
     ran = [o for o in observations if o.outcomes != "S" and o.outcomes.replace("S", "")]
     letters = "".join([o.outcomes for o in ran]).replace("S", "")
     n = len(letters)
@@ -239,7 +253,7 @@ def history_judgement(history: TestHistory) -> HistoryJudgement:
             return HistoryJudgement(
                 TestVerdict.INSUFFICIENT_DATA, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence
             )
-        evidence = f"{counts}; score 0.000, lower bound 0.000 < {STABLE_BELOW}"
+        evidence = f"{counts}; score 0.000, lower bound 0.000 < {stable_below}"
         return HistoryJudgement(TestVerdict.STABLE, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence)
     groups = by_commit(ran)
     failed_runs = sum(1 for o in ran if o.failed)
@@ -274,13 +288,13 @@ def history_judgement(history: TestHistory) -> HistoryJudgement:
             f"({_plural(len(groups) - before, 'commit')}); {counts}",
             first_failing,
         )
-    if lower > FLAKY_ABOVE:
-        return verdict(TestVerdict.FLAKY, f"outcomes change across commits; {counts}; {numbers} > {FLAKY_ABOVE}")
-    if score < STABLE_BELOW:
-        return verdict(TestVerdict.STABLE, f"{counts}; {numbers} < {STABLE_BELOW}")
+    if lower > flaky_above:
+        return verdict(TestVerdict.FLAKY, f"outcomes change across commits; {counts}; {numbers} > {flaky_above}")
+    if score < stable_below:
+        return verdict(TestVerdict.STABLE, f"{counts}; {numbers} < {stable_below}")
     return verdict(
         TestVerdict.INSUFFICIENT_DATA,
-        f"{counts}; {numbers}: between stable ({STABLE_BELOW}) and flaky ({FLAKY_ABOVE})",
+        f"{counts}; {numbers}: between stable ({stable_below}) and flaky ({flaky_above})",
     )
 
 
@@ -319,21 +333,25 @@ def wilson_upper_bound(p: float, n: int, z: float = _Z) -> float:
     return wilson_interval(p, n, z)[1]
 
 
-def recovered(history: HistoryJudgement) -> bool:
+def recovered(history: HistoryJudgement, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> bool:
     """Enough clean history to rule the flakiness out: the history's verdict is stable and even the upper
     confidence bound of its flip score is below the flaky threshold (with no flip at all, 35 attempts)."""
-    return history.verdict is TestVerdict.STABLE and wilson_upper_bound(history.score, history.observations) < (
-        FLAKY_ABOVE
-    )
+    upper = wilson_upper_bound(history.score, history.observations)
+    return history.verdict is TestVerdict.STABLE and upper < thresholds.flaky_above
 
 
-def recovery_evidence(history: HistoryJudgement) -> str:
+def recovery_evidence(history: HistoryJudgement, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> str:
     """The history's evidence, with the bound that made it a recovery, for a reader to check."""
     upper = wilson_upper_bound(history.score, history.observations)
-    return f"{history.evidence}; upper bound of the flip score {upper:.3f} < {FLAKY_ABOVE:.2f}"
+    return f"{history.evidence}; upper bound of the flip score {upper:.3f} < {thresholds.flaky_above:.2f}"
 
 
-def no_longer_flaky(was_known_flaky: bool, now: KnownFlaky | None, history: HistoryJudgement) -> bool:
+def no_longer_flaky(
+    was_known_flaky: bool,
+    now: KnownFlaky | None,
+    history: HistoryJudgement,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> bool:
     """True once, when a test that was known flaky has no same-code pass and failure left in the 7-day
     memory *and* its history has recovered. The memory running dry alone proves nothing: a flaky test
     whose failures are single attempts keeps failing without a same-code pair.
@@ -341,4 +359,4 @@ def no_longer_flaky(was_known_flaky: bool, now: KnownFlaky | None, history: Hist
     The caller keeps remembering a test that is not recovered yet, so the announcement is made once, when
     it is true.
     """
-    return was_known_flaky and now is None and recovered(history)
+    return was_known_flaky and now is None and recovered(history, thresholds)

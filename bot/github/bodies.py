@@ -163,16 +163,29 @@ def _annotation(f: Finding, workflow_path: str) -> Annotation:
     )
 
 
-def check_output(report: CommitReport, workflow_path: str = ".github") -> tuple[CheckConclusion, CheckOutput]:
+def check_output(
+    report: CommitReport,
+    workflow_path: str = ".github",
+    *,
+    config_lines: Sequence[str] = (),
+    config_problems: Sequence[str] = (),
+) -> tuple[CheckConclusion, CheckOutput]:
     """The check run's conclusion and output: the reason first, then a table; one annotation per failing
-    test, at its file and line when the report gives them, otherwise at the workflow file."""
+    test, at its file and line when the report gives them, otherwise at the workflow file. The
+    configuration in force closes the text, collapsed; what was wrong in it is said in the summary."""
     gate = decide(report, lambda name: code(name, 100))
     summary = [gate.reason, ""]
     if report.findings:
         summary += _rows(report, advice=False, budget=MAX_OUTPUT_TEXT // 2)
     if report.problems:
         summary += ["", "Not judged: " + "; ".join(plain(p, 300) for p in report.problems[:20])]
+    if config_problems:
+        summary += ["", "Configuration: " + "; ".join(plain(p, 300) for p in config_problems[:20])]
     text = [*_costs(report), *_known(report), *_ended(report), "", *_how(report)]
+    if config_lines:
+        text += ["", "<details><summary>Configuration in force</summary>", ""]
+        text += [code(line, 300) + "<br>" for line in config_lines]
+        text += ["</details>"]
     output = CheckOutput.bounded(
         title=neutralise(_headline(report)),
         summary=_fit(summary, MAX_OUTPUT_TEXT),

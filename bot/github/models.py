@@ -76,3 +76,15 @@ class Comment:
     body: str
     user_login: str | None
     user_type: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RepoFile:
+    """A file of a repository's default branch as GitHub answered a (conditional) request for it.
+
+    ``state``: ``found`` (``text`` holds it), ``unchanged`` (the ETag sent still matches: 304, which costs
+    no rate limit), ``absent`` (404), or ``not_a_file`` (a directory, a submodule)."""
+
+    state: str
+    text: str | None = None
+    etag: str | None = None

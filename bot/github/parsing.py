@@ -5,6 +5,7 @@ official examples."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 
 from bot.github.errors import GitHubError
@@ -181,3 +182,18 @@ def parse_created_id(value: object, what: str) -> int:
 def page_items(value: object, key: str | None) -> list[object]:
     """The items of one page of a listing: the page itself, or its ``key`` member."""
     return _list(_need(_obj(value, "page"), key, "page") if key is not None else value, key or "page")
+
+
+def parse_file_text(value: object, where: str = "content") -> str | None:
+    """The text of a ``repos/get-content`` answer for a file (base64 in ``content``); None when the
+    answer is not a file (a directory is a list; a submodule or symlink names another ``type``)."""
+    if not isinstance(value, dict) or value.get("type") != "file":
+        return None
+    obj = _obj(value, where)
+    encoded = _str(obj, "content", where)
+    if _opt_str(obj, "encoding", where) not in (None, "base64"):
+        raise GitHubError(f"{where}: encoding {obj.get('encoding')!r} is not base64", status=200)
+    try:
+        return base64.b64decode(encoded.replace("\\n", "").replace("\n", ""), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise GitHubError(f"{where}: the content cannot be read: {exc}", status=200) from None

@@ -18,12 +18,22 @@ import httpx
 from bot.github.client import Budget, Client, header_int
 from bot.github.errors import ArtifactGone, ArtifactTooLarge, GitHubError, GitHubUnavailable
 from bot.github.limits import DEFAULT_API_URL, MAX_PER_PAGE, MAX_RUNS_FOR_SHA
-from bot.github.models import Artifact, CheckConclusion, CheckStatus, Comment, Job, RunAttempt, RunSummary
+from bot.github.models import (
+    Artifact,
+    CheckConclusion,
+    CheckStatus,
+    Comment,
+    Job,
+    RepoFile,
+    RunAttempt,
+    RunSummary,
+)
 from bot.github.parsing import (
     parse_artifact,
     parse_check_run,
     parse_comment,
     parse_created_id,
+    parse_file_text,
     parse_job,
     parse_pull,
     parse_run_attempt,
@@ -215,6 +225,27 @@ class GitHubPort:
         )
         self._client.mutate(request, self._client.budget())
 
+    # -- files
+
+    def get_file(self, repo: str, path: str, etag: str | None = None) -> RepoFile:
+        """A file of the repository's default branch. With ``etag`` (from an earlier answer) the request is
+        conditional: GitHub answers 304 when the file is unchanged, and a 304 costs no rate limit."""
+        owner, name = split_repo(repo)
+        headers = {"If-None-Match": etag} if etag else None
+        request = functools.partial(self._client.rest.repos.get_content, owner, name, path, headers=headers)
+        try:
+            response = self._client.send(request, self._client.budget())
+        except GitHubError as exc:
+            if exc.status == 404:
+                return RepoFile("absent")
+            raise
+        if response.status_code == 304:
+            return RepoFile("unchanged", etag=etag)
+        text = parse_file_text(self._client.json(response), f"{repo}:{path}")
+        if text is None:
+            return RepoFile("not_a_file")
+        return RepoFile("found", text, response.headers.get("etag"))
+
     # -- check runs
 
     def find_check_run(self, repo: str, head_sha: str, name: str) -> int | None:
@@ -355,3 +386,20 @@ class GitHubPort:
             data={"body": check_comment_body(body)},
         )
         self._client.mutate(request, self._client.budget())
+
+
+def installation_for_repo(*, app_id: int, private_key: str, repo: str, api_url: str = DEFAULT_API_URL) -> int:
+    """The id of the App's installation that covers ``repo`` (asked as the App itself, with its JWT);
+    :class:`GitHubError` (404) when the App is not installed there."""
+    from githubkit import AppAuthStrategy, GitHub
+    from githubkit.exception import RequestFailed
+
+    owner, name = split_repo(repo)
+    with GitHub(AppAuthStrategy(app_id, private_key), base_url=api_url.rstrip("/") + "/", auto_retry=False) as gh:
+        try:
+            answer = gh.rest.apps.get_repo_installation(owner, name)
+        except RequestFailed as exc:
+            status = exc.response.status_code
+            raise GitHubError(f"the App is not installed on {repo} ({status})", status=status) from None
+        found = parse_created_id(answer.json(), "installation")
+    return found

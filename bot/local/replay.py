@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bot.github.errors import ArtifactGone
-from bot.github.models import Artifact, CheckConclusion, CheckStatus, Comment, Job, RunAttempt, RunSummary
+from bot.github.models import Artifact, CheckConclusion, CheckStatus, Comment, Job, RepoFile, RunAttempt, RunSummary
 from bot.github.parsing import parse_run_attempt
 from bot.github.payloads import CheckOutput
 
@@ -98,6 +98,9 @@ class LocalGitHub:
 
     def rerun_failed_jobs(self, repo: str, run_id: int) -> None:
         self.reruns.append(run_id)
+
+    def get_file(self, repo: str, path: str, etag: str | None = None) -> RepoFile:
+        return RepoFile("absent")  # a replay reads no configuration: the defaults apply
 
     def find_check_run(self, repo: str, head_sha: str, name: str) -> int | None:
         ours = [i for i, c in self.checks.items() if c.head_sha == head_sha and c.name == name]

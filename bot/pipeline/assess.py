@@ -1,27 +1,29 @@
 """Assess: what the stored reports say of one commit, as a ``CommitReport`` (``bot.core.findings``).
 
-Only the 30-day window before ``now`` is read, and only the tests that failed on the commit or were known
-flaky before, so a commit costs the same however long the repository's history is.
+Only the window before ``now`` (30 days unless configured) is read, and only the tests that failed on the
+commit or were known flaky before (less the ones the configuration ignores), so a commit costs the same
+however long the repository's history is.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.core.findings import CommitReport, commit_report
-from bot.core.verdicts import WINDOW_DAYS
+from bot.core.findings import CommitReport, Conclusion, GatePolicy, commit_report
 from bot.pipeline.scope import Scope
 from bot.store import records as rec
 
 
 def assess(scope: Scope, head_sha: str, now: datetime) -> CommitReport:
-    store, key = scope.store, scope.repo_key
-    previously = frozenset(rec.known_flaky_keys(store, key))
-    wanted = rec.tests_on_commit(store, key, head_sha) | {t for t, _ in previously}
+    store, key, settings = scope.store, scope.repo_key, scope.options.settings
+    previously = frozenset(k for k in rec.known_flaky_keys(store, key) if not settings.ignores(k[0]))
+    on_commit = {t for t in rec.tests_on_commit(store, key, head_sha) if not settings.ignores(t)}
+    wanted = on_commit | {t for t, _ in previously}
     reports, results = rec.commit_summary(store, key, head_sha)
     problems = rec.problems_of_commit(store, key, head_sha)
+    thresholds = settings.history.thresholds()
     # GitHub's times read "2026-12-01T10:00:00Z": in that form the window is a string comparison
-    since = (now - timedelta(days=WINDOW_DAYS)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = (now - timedelta(days=thresholds.window_days)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return commit_report(
         scope.repo,
         head_sha,
@@ -34,4 +36,10 @@ def assess(scope: Scope, head_sha: str, now: datetime) -> CommitReport:
         reports=reports,
         problems=list(dict.fromkeys(p.text for p in problems)),
         unjudged=sorted({p.unjudged_failure for p in problems if p.unjudged_failure}),
+        gate_policy=GatePolicy(
+            known_flaky=Conclusion(settings.gate.known_flaky.value),
+            broken=Conclusion(settings.gate.broken.value),
+            fail_on_new_flake=settings.gate.fail_on_new_flake,
+        ),
+        thresholds=thresholds,
     )

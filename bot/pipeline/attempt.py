@@ -19,6 +19,7 @@ from bot.core.findings import CommitReport
 from bot.core.verdicts import parse_optional_time
 from bot.pipeline.assess import assess
 from bot.pipeline.collect import collect_commit, run_record
+from bot.pipeline.config import configure
 from bot.pipeline.port import Port
 from bot.pipeline.publish import ensure_check_run, publish
 from bot.pipeline.scope import Options, Scope
@@ -65,6 +66,7 @@ def process_workflow_run(
     scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id, options=options)
     if scope is None:
         return None
+    scope = configure(scope)
     run = gh.get_run_attempt(repo, run_id, attempt)
     pulls = list(run.pull_requests) or gh.pulls_for_commit(repo, run.head_sha)
     rec.record_run(store, scope.repo_key, run_record(run, pulls))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import IO, Protocol
 
-from bot.github.models import Artifact, CheckConclusion, CheckStatus, Comment, Job, RunAttempt, RunSummary
+from bot.github.models import Artifact, CheckConclusion, CheckStatus, Comment, Job, RepoFile, RunAttempt, RunSummary
 from bot.github.payloads import CheckOutput
 
 
@@ -30,6 +30,9 @@ class Port(Protocol):
     def pulls_for_commit(self, repo: str, sha: str) -> list[int]: ...
 
     def rerun_failed_jobs(self, repo: str, run_id: int) -> None: ...
+
+    # files of the default branch (the configuration)
+    def get_file(self, repo: str, path: str, etag: str | None = None) -> RepoFile: ...
 
     # check runs
     def find_check_run(self, repo: str, head_sha: str, name: str) -> int | None: ...

@@ -9,6 +9,7 @@ import json
 import logging
 from collections.abc import Sequence
 
+from bot.config.schema import CommentMode
 from bot.core.findings import CommitReport
 from bot.github.bodies import CHECK_NAME, MARKER, check_output, cleared_body, comment_body, failed_output
 from bot.github.models import CheckConclusion, RunAttempt
@@ -41,12 +42,13 @@ def publish(
     scope: Scope, report: CommitReport, run: RunAttempt, check: rec.CheckRunRecord, pull_requests: Sequence[int]
 ) -> None:
     """Conclude the check run, write or clear each pull request's comment, remember who is known flaky."""
-    conclusion, output = check_output(report, workflow_file(run.path))
+    conclusion, output = _check_output(scope, report, run.path)
     update_check(scope, run.head_sha, run.id, run.run_attempt, check, conclusion, output)
     rejudge_commit_checks(scope, report, run)
-    for number in pull_requests:
+    mode = scope.options.settings.comment
+    for number in pull_requests if mode is not CommentMode.OFF else ():
         comment_id = rec.comment_of(scope.store, scope.repo_key, number) or _find_comment(scope.gh, scope.repo, number)
-        if report.has_something_to_say:
+        if report.has_something_to_say or mode is CommentMode.ALWAYS:
             body = comment_body(report)
         elif comment_id is not None:
             body = cleared_body(report)
@@ -70,8 +72,16 @@ def rejudge_commit_checks(scope: Scope, report: CommitReport, run: RunAttempt) -
     for run_id, attempt, check in rec.check_runs_of_commit(scope.store, scope.repo_key, run.head_sha):
         if (run_id, attempt) == (run.id, run.run_attempt) or check.output_digest is None:
             continue
-        conclusion, output = check_output(report, workflow_file(paths.get((run_id, attempt))))
+        conclusion, output = _check_output(scope, report, paths.get((run_id, attempt)))
         update_check(scope, run.head_sha, run_id, attempt, check, conclusion, output)
+
+
+def _check_output(scope: Scope, report: CommitReport, workflow_path: str | None) -> tuple[CheckConclusion, CheckOutput]:
+    """The check run's output, with the configuration in force at its foot and what was wrong in it."""
+    config = scope.options.config
+    return check_output(
+        report, workflow_file(workflow_path), config_lines=config.lines(), config_problems=config.problems
+    )
 
 
 def update_check(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.config.load import Effective
+from bot.config.schema import Config
 from bot.core.cost import Rates
 from bot.core.verdicts import CommitVerdict
 from bot.github.artifacts import ArchiveLimits
@@ -13,13 +15,19 @@ from bot.store import Store
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """How this deployment judges and reads: the single-fail policy, the rates, the archive caps and the
-    artifact name patterns (``FLAKETALLY_ARTIFACTS``)."""
+    """How one repository is judged and read: the single-fail policy, the rates, the archive caps, the
+    artifact name patterns, and the rest of its configuration (``config``: the gate, the comment mode,
+    the thresholds, reruns, tests to ignore, with where each value came from)."""
 
     policy: CommitVerdict = CommitVerdict.UNDETERMINED
     rates: Rates = field(default_factory=Rates)
     limits: ArchiveLimits = field(default_factory=ArchiveLimits)
     artifact_patterns: tuple[str, ...] = ()
+    config: Effective = field(default_factory=Effective)
+
+    @property
+    def settings(self) -> Config:
+        return self.config.config
 
 
 @dataclass(slots=True)

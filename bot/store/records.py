@@ -19,6 +19,7 @@ from bot.store import Store
 from bot.store.schema import (
     check_runs,
     comments,
+    config_files,
     contexts,
     installations,
     jobs,
@@ -420,3 +421,16 @@ def problems_of_commit(store: Store, repo_key: int, head_sha: str) -> list[Probl
             .order_by(problems.c.run_id, problems.c.attempt, problems.c.text)
         ).all()
     return [Problem(int(r.run_id), int(r.attempt), str(r.text), r.unjudged_failure) for r in rows]
+
+
+def cached_file(store: Store, source: str) -> tuple[str | None, str | None] | None:
+    """(ETag, text) of a configuration file as last read, or None when it was never read."""
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            sa.select(config_files.c.etag, config_files.c.text).where(config_files.c.source == source)
+        ).first()
+    return (row.etag, row.text) if row is not None else None
+
+
+def cache_file(store: Store, source: str, etag: str | None, text: str | None) -> None:
+    _upsert(store, config_files, {"source": source, "etag": etag, "text": text}, ["source"])

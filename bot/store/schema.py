@@ -177,3 +177,12 @@ problems = Table(
     Column("text", Text, nullable=False),
     Column("unjudged_failure", Text, nullable=True),
 )
+
+# The configuration files last read from GitHub (``owner/name:path``), with their ETags.
+config_files = Table(
+    "config_files",
+    metadata,
+    Column("source", String(500), primary_key=True),
+    Column("etag", String(200), nullable=True),
+    Column("text", Text, nullable=True),
+)
