@@ -128,6 +128,7 @@ class FakeRun:
     pull_requests: list[int]
     head_repo: str
     attempts: dict[int, FakeAttempt] = field(default_factory=dict)
+    base_sha: str = "f" * 40  # the base commit of its pull requests
 
     @property
     def latest(self) -> FakeAttempt:
@@ -273,6 +274,7 @@ class FakeGitHub:
         attempts: int = 1,
         status: str = "completed",
         conclusion: str | None = "failure",
+        base_sha: str = "f" * 40,
     ) -> FakeRun:
         run = FakeRun(
             repo=repo,
@@ -285,6 +287,7 @@ class FakeGitHub:
             run_number=run_number,
             pull_requests=list(pull_requests),
             head_repo=head_repo or repo,
+            base_sha=base_sha,
         )
         self.runs[(repo, run.id)] = run
         for _ in range(attempts):
@@ -484,7 +487,7 @@ class FakeGitHub:
                     "id": 279147437 + n,
                     "number": n,
                     "head": {"ref": run.head_branch, "sha": run.head_sha, "repo": {"id": 1, "url": "", "name": name}},
-                    "base": {"ref": "main", "sha": "f" * 40, "repo": {"id": 1, "url": "", "name": name}},
+                    "base": {"ref": "main", "sha": run.base_sha, "repo": {"id": 1, "url": "", "name": name}},
                 }
                 for n in run.pull_requests
             ],

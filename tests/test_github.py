@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import math
@@ -17,6 +18,7 @@ from bot.github.parsing import (
     parse_artifact,
     parse_check_run,
     parse_comment,
+    parse_file_text,
     parse_job,
     parse_pull,
     parse_run_attempt,
@@ -672,3 +674,26 @@ def test_the_fake_token_has_the_keys_githubkit_reads() -> None:
     token = _fake_shapes()["token"]
     for key in ("token", "expires_at", "permissions", "repository_selection"):
         assert key in example and _kind(token[key]) == _kind(example[key])
+
+
+@pytest.mark.shared
+def test_a_runs_pull_requests_give_their_base_commits() -> None:
+    payload = json.loads(
+        shared_path("github", "webhooks", "workflow_run.completed.with-pull-requests.payload.json").read_text()
+    )
+    run = parse_run_attempt(payload["workflow_run"])
+    assert (run.pull_requests, run.base_shas) == ((2,), ("f95f852bd8fca8fcc58a9a2d6c842781e32a215e",))
+
+
+@pytest.mark.shared
+def test_githubs_example_file_content_is_checked_and_a_directory_is_not_a_file() -> None:
+    """GitHub's example of a file answer holds base64 that decodes to bytes that are not UTF-8 (its text is
+    mangled): refused with a reason, not read as text. A directory is a list: not a file."""
+    examples = shared_path("github", "rest", "examples")
+    mangled = json.loads((examples / "repos.get-content.200.response-if-content-is-a-file.json").read_text())
+    with pytest.raises(GitHubError, match="the content cannot be read: 'utf-8' codec"):
+        parse_file_text(mangled)
+    directory = json.loads((examples / "repos.get-content.200.response-if-content-is-a-directory.json").read_text())
+    assert parse_file_text(directory) is None
+    readable = {**mangled, "content": base64.b64encode(b"rerun: failed-jobs\n").decode()}
+    assert parse_file_text(readable) == "rerun: failed-jobs\n"

@@ -34,7 +34,7 @@ SECRET = "webhook-secret-for-tests"
 QUEUE = "flaketally-test"
 LIMIT = 64 * 1024
 INSTALLATION = {"id": 4242}
-REPO = {"id": 300029405, "full_name": "octo-org/octo-repo"}
+REPO = {"id": 300029405, "full_name": "octo-org/octo-repo", "default_branch": "main"}
 SHA = "3484a3fb816e0859fd6e1cea078d76385ff50625"
 
 
@@ -335,6 +335,7 @@ async def test_workflow_run_completed_enqueues_one_job(client: httpx.AsyncClient
                 "repo_id": 300029405,
                 "run_id": 289782451,
                 "attempt": 2,
+                "default_branch": "main",
             },
         )
     ]
@@ -361,6 +362,7 @@ async def test_the_official_workflow_run_completed_enqueues_its_run(
         "repo_id": 300029405,
         "run_id": 289782451,
         "attempt": 1,
+        "default_branch": "master",
     }
 
 
@@ -427,9 +429,20 @@ async def test_check_run_rerequested_rejudges(client: httpx.AsyncClient, conn: r
                 "repo_id": 300029405,
                 "head_sha": SHA,
                 "check_run_id": 4,
+                "default_branch": "main",
             },
         )
     ]
+
+
+@pytest.mark.parametrize("branch", ["", "a b", "x" * 256, 7, "refs~1", None])
+async def test_an_implausible_default_branch_is_not_passed_on(
+    client: httpx.AsyncClient, conn: redis.Redis, branch: object
+) -> None:
+    payload = run_payload()
+    payload["repository"] = {**REPO, "default_branch": branch}
+    assert (await deliver(client, "workflow_run", payload, "d-b")).status_code == 202
+    assert jobs(conn)[0][2]["default_branch"] is None
 
 
 @pytest.mark.shared

@@ -138,7 +138,9 @@ def _publish_lock(connection: redis.Redis, repo_id: int) -> Iterator[None]:
         yield
 
 
-def process_workflow_run(installation_id: int, repo: str, repo_id: int, run_id: int, attempt: int) -> dict[str, Any]:
+def process_workflow_run(
+    installation_id: int, repo: str, repo_id: int, run_id: int, attempt: int, default_branch: str | None = None
+) -> dict[str, Any]:
     """``workflow_run`` ``completed``: collect, judge and report one attempt."""
     worker = _context()
     store, connection = worker.store, worker.redis
@@ -156,6 +158,7 @@ def process_workflow_run(installation_id: int, repo: str, repo_id: int, run_id: 
                     attempt=attempt,
                     options=_options(worker.settings),
                     publish_lock=lambda: _publish_lock(connection, repo_id),
+                    default_branch=default_branch,
                 )
             except Exception as exc:
                 if _final_try():
@@ -196,7 +199,14 @@ def open_check_run(
     return _timed("open_check_run", worker.redis, work)
 
 
-def rejudge(installation_id: int, repo: str, repo_id: int, head_sha: str, check_run_id: int) -> dict[str, Any]:
+def rejudge(
+    installation_id: int,
+    repo: str,
+    repo_id: int,
+    head_sha: str,
+    check_run_id: int,
+    default_branch: str | None = None,
+) -> dict[str, Any]:
     """``check_run`` ``rerequested``: judge the commit again and update that check run."""
     worker = _context()
     connection = worker.redis
@@ -213,6 +223,7 @@ def rejudge(installation_id: int, repo: str, repo_id: int, head_sha: str, check_
                 check_run_id=check_run_id,
                 options=_options(worker.settings),
                 publish_lock=lambda: _publish_lock(connection, repo_id),
+                default_branch=default_branch,
             )
         return {"conclusion": report.gate.conclusion.value if report else None}
 

@@ -1,15 +1,18 @@
-"""What one commit's results say: a finding per test that failed on it, the gate's conclusion, and the
-tests whose flaky memory has just ended. Plain data in, plain data out: the check run and the PR
-comment are rendered from a ``CommitReport``."""
+"""What one commit's results say: a finding per test that failed on it (with the one word it is called,
+``bot.core.baseline``), the gate's conclusion (``bot.core.gate``), and the tests whose flaky memory has
+just ended. Plain data in, plain data out: the check run and the PR comment are rendered from a
+``CommitReport``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from bot.core.baseline import NO_BASELINE, SHOWN_IN_ORDER, Baseline, Word, baseline, word_for
 from bot.core.cost import Cost, Rates
+from bot.core.gate import Conclusion, Gate, GatePolicy, decide
 from bot.core.identity import ExecutionContext
 from bot.core.judge import judge
 from bot.core.observations import TestHistory, any_failed
@@ -25,14 +28,11 @@ from bot.core.verdicts import (
     known_flaky,
     no_longer_flaky,
     recovery_evidence,
-    short,
 )
 
+DEFAULT_GATE = GatePolicy()
 
-class Conclusion(StrEnum):
-    SUCCESS = "success"
-    FAILURE = "failure"
-    NEUTRAL = "neutral"
+__all__ = ["Advice", "CommitReport", "Conclusion", "Finding", "Gate", "GatePolicy", "commit_report", "decide"]
 
 
 class Advice(StrEnum):
@@ -41,6 +41,8 @@ class Advice(StrEnum):
     NOT_YOUR_CHANGE = "not_your_change"  # flaky on this commit
     LOOK_AT_CHANGE = "look_at_change"  # failed on every attempt
     KNOWN_BROKEN = "known_broken"  # failing, and failing before this change too
+    BROKEN_ON_BRANCH = "broken_on_branch"  # fails on the default branch too
+    NEW_FAILURE = "new_failure"  # passed before this change
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,41 +59,43 @@ class Finding:
     known: KnownFlaky | None
     cost: Cost
     message: str
+    baseline: Baseline = NO_BASELINE
+    newly_flaky: bool = False  # flaky here, and stable on the default branch in this context
 
     @property
     def verdict(self) -> CommitVerdict:
         return self.commit.verdict
 
     @property
+    def word(self) -> Word:
+        return word_for(self.verdict, self.known is not None, self.baseline)
+
+    @property
+    def evidence(self) -> str:
+        """The commit's evidence, and what the default branch or the base showed when it decided the word."""
+        if self.word in (Word.BROKEN, Word.REGRESSION, Word.NEW_FAILURE) or (
+            self.word is Word.FAILING and self.baseline.evidence
+        ):
+            return f"{self.commit.evidence}; {self.baseline.evidence}"
+        return self.commit.evidence
+
+    @property
     def real(self) -> bool:
         """A failure the gate holds against the change."""
-        return self.verdict is CommitVerdict.FAILING or (
-            self.verdict is CommitVerdict.UNDETERMINED and self.known is None
-        )
+        return self.word in (Word.FAILING, Word.NEW_FAILURE, Word.UNDETERMINED)
 
     @property
     def advice(self) -> Advice:
-        if self.verdict is CommitVerdict.FLAKY:
+        word = self.word
+        if word is Word.FLAKY:
             return Advice.NOT_YOUR_CHANGE
-        if self.verdict is CommitVerdict.FAILING:
+        if word in (Word.BROKEN, Word.REGRESSION):
+            return Advice.BROKEN_ON_BRANCH
+        if word is Word.FAILING:
             return Advice.KNOWN_BROKEN if self.history.verdict is TestVerdict.BROKEN else Advice.LOOK_AT_CHANGE
-        return Advice.KNOWN_FLAKY if self.known else Advice.RERUN
-
-
-@dataclass(frozen=True, slots=True)
-class Gate:
-    conclusion: Conclusion
-    reason: str  # one sentence, shown first
-
-
-@dataclass(frozen=True, slots=True)
-class GatePolicy:
-    """What a repository chose for the failures that are not its change's fault (``gate`` in its
-    ``.github/flaketally.yml``)."""
-
-    known_flaky: Conclusion = Conclusion.NEUTRAL  # single failures of tests known flaky, not rerun
-    broken: Conclusion = Conclusion.NEUTRAL  # failures of tests broken on the default branch too
-    fail_on_new_flake: bool = False
+        if word is Word.KNOWN_FLAKY:
+            return Advice.KNOWN_FLAKY
+        return Advice.NEW_FAILURE if word is Word.NEW_FAILURE else Advice.RERUN
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +113,9 @@ class CommitReport:
     problems: tuple[str, ...] = field(default=())  # missing or expired artifacts, refused reports
     # failed tests that share their name with another test in one report: seen, but not judged
     unjudged: tuple[str, ...] = field(default=())
-    gate_policy: GatePolicy = field(default=GatePolicy())
+    gate_policy: GatePolicy = field(default=DEFAULT_GATE)
     thresholds: Thresholds = field(default=DEFAULT_THRESHOLDS)
+    branch: str | None = None  # the repository's default branch, when known
 
     @property
     def gate(self) -> Gate:
@@ -121,7 +126,7 @@ class CommitReport:
         return bool(self.findings or self.no_longer_flaky or self.unjudged)
 
 
-_ORDER = {CommitVerdict.FAILING: 0, CommitVerdict.UNDETERMINED: 1, CommitVerdict.FLAKY: 2, CommitVerdict.PASSING: 3}
+_ORDER = {word: n for n, word in enumerate(SHOWN_IN_ORDER)}
 
 
 def commit_report(
@@ -137,9 +142,15 @@ def commit_report(
     reports: int = 0,
     problems: Sequence[str] = (),
     unjudged: Sequence[str] = (),
-    gate_policy: GatePolicy = GatePolicy(),
+    gate_policy: GatePolicy = DEFAULT_GATE,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    branch: str | None = None,
+    default_commits: Collection[str] = (),
+    base_commits: Collection[str] = (),
 ) -> CommitReport:
+    """``default_commits``: the commits that ran on the default branch (``branch``) in the window;
+    ``base_commits``: the pull request's base commits. They give the words ``broken``, ``regression`` and
+    ``new failure`` (``bot.core.baseline``)."""
     findings = []
     known_now: set[tuple[str, str]] = set()
     ended = []
@@ -161,6 +172,10 @@ def commit_report(
         judged = judge(history, policy, rates, thresholds)  # the same judgement and cost `flaketally analyze` gives
         commit = next(c for c in judged.commits if c.commit == head_sha)
         message = next((o.message for o in here if o.message), "")
+        found = baseline(
+            history.observations, head_sha, branch=branch, default_commits=default_commits, base_commits=base_commits
+        )
+        newly = gate_policy.fail_on_new_flake and _stable_on_branch(history, head_sha, default_commits, thresholds)
         findings.append(
             Finding(
                 history.test_id,
@@ -173,9 +188,11 @@ def commit_report(
                 known,
                 judged.cost,
                 message,
+                found,
+                newly,
             )
         )
-    findings.sort(key=lambda f: (_ORDER[f.verdict], f.test_id, f.context.key()))
+    findings.sort(key=lambda f: (_ORDER[f.word], f.test_id, f.context.key()))
     return CommitReport(
         repo,
         head_sha,
@@ -190,65 +207,17 @@ def commit_report(
         tuple(unjudged),
         gate_policy,
         thresholds,
+        branch,
     )
 
 
-def _names(findings: Sequence[Finding], show: Callable[[str], str], limit: int = 3) -> str:
-    names = sorted({f.name for f in findings})
-    shown = ", ".join(show(n) for n in names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def _as_is(name: str) -> str:
-    return name
-
-
-def decide(report: CommitReport, show: Callable[[str], str] = _as_is) -> Gate:
-    """The check run's conclusion, with its reason in one sentence.
-
-    success: nothing failed, or every failure is a proven flake of this commit; failure: a failure
-    that reproduces, a single failure without flaky history, or a failure of a test whose name another
-    test in the same report shares (it cannot be judged, and is not let through); neutral: single
-    failures of tests known flaky that were not rerun, or no report to judge.
-    """
-    sha = short(report.head_sha)
-    findings = report.findings
-    failing = [f for f in findings if f.verdict is CommitVerdict.FAILING]
-    lone = [f for f in findings if f.verdict is CommitVerdict.UNDETERMINED and f.known is None]
-    known = [f for f in findings if f.verdict is CommitVerdict.UNDETERMINED and f.known is not None]
-    flaky = [f for f in findings if f.verdict is CommitVerdict.FLAKY]
-    if failing:
-        return Gate(Conclusion.FAILURE, f"Failure: {_names(failing, show)} failed on every attempt of {sha}.")
-    if lone:
-        return Gate(
-            Conclusion.FAILURE,
-            f"Failure: {_names(lone, show)} failed on the only attempt of {sha} and "
-            f"{'has' if len({f.name for f in lone}) == 1 else 'have'} no flaky history; rerun the failed jobs to know "
-            "whether it is flaky.",
-        )
-    if report.unjudged:
-        names = report.unjudged
-        shown = ", ".join(show(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        return Gate(
-            Conclusion.FAILURE,
-            f"Failure: {shown} failed, and {'its name is' if len(names) == 1 else 'their names are'} shared with "
-            "another test in the same report, so Flaketally cannot tell which one failed; give the tests distinct "
-            "names to have them judged.",
-        )
-    if known:
-        conclusion = report.gate_policy.known_flaky
-        return Gate(
-            conclusion,
-            f"{conclusion.value.capitalize()}: {_names(known, show)} failed once and "
-            + (
-                "is known flaky; it was not rerun."
-                if len({f.name for f in known}) == 1
-                else "are known flaky; they were not rerun."
-            ),
-        )
-    if flaky:
-        only = "the only failure, " if len(flaky) == 1 else "every failure, "
-        return Gate(Conclusion.SUCCESS, f"Success: {only}{_names(flaky, show)}, passed on a rerun of the same commit.")
-    if report.reports == 0:
-        return Gate(Conclusion.NEUTRAL, f"Neutral: no JUnit report was found for {sha}, so nothing was judged.")
-    return Gate(Conclusion.SUCCESS, f"Success: no test failed on {sha} ({report.tests_seen} tests).")
+def _stable_on_branch(
+    history: TestHistory, head_sha: str, default_commits: Collection[str], thresholds: Thresholds
+) -> bool:
+    """Whether the test's runs on the default branch in this context, alone, judge it stable."""
+    on_branch = [o for o in history.observations if o.commit in default_commits and o.commit != head_sha]
+    alone = TestHistory(
+        history.test_id, history.family, history.classname, history.name, history.file, history.line, history.context
+    )
+    alone.observations.extend(on_branch)
+    return history_judgement(alone, thresholds).verdict is TestVerdict.STABLE

@@ -6,10 +6,12 @@ and every body is cut to GitHub's limits with a line saying how much was left ou
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
+from bot.core.baseline import SHOWN_IN_ORDER, Word
 from bot.core.findings import Advice, CommitReport, Finding, decide
-from bot.core.verdicts import CommitVerdict, short
+from bot.core.verdicts import short
 from bot.github.limits import MAX_COMMENT, MAX_OUTPUT_TEXT
 from bot.github.models import AnnotationLevel, CheckConclusion
 from bot.github.payloads import Annotation, CheckOutput
@@ -25,13 +27,9 @@ _ADVICE = {
     Advice.KNOWN_BROKEN: "Known broken before this change too: not caused by it.",
     Advice.RERUN: "Rerun the failed jobs: one failure cannot tell a flake from a real failure.",
     Advice.KNOWN_FLAKY: "Rerun it before you change code for it: it is known flaky.",
+    Advice.BROKEN_ON_BRANCH: "Not your change: it fails on the default branch too.",
+    Advice.NEW_FAILURE: "Look at your change: this test passed before it.",
 }
-
-
-def _label(verdict: CommitVerdict, finding: Finding) -> str:
-    if verdict is CommitVerdict.UNDETERMINED and finding.known:
-        return "undetermined (known flaky)"
-    return verdict.value
 
 
 def _headline(report: CommitReport) -> str:
@@ -40,10 +38,8 @@ def _headline(report: CommitReport) -> str:
     unjudged = f"{len(report.unjudged)} failed but not judged (a name shared by several tests)"
     if not findings:
         return f"{unjudged} on {sha}" if report.unjudged else f"no test failed on {sha}"
-    flaky = sum(1 for f in findings if f.verdict is CommitVerdict.FLAKY)
-    real = sum(1 for f in findings if f.real)
-    other = len(findings) - flaky - real
-    parts = [f"{flaky} flaky", f"{real} real"] + ([f"{other} known flaky, not rerun"] if other else [])
+    counts = Counter(f.word for f in findings)
+    parts = [f"{counts[word]} {word.value}" for word in SHOWN_IN_ORDER if counts[word]]
     if report.unjudged:
         parts.append(unjudged)
     tests = "test" if len(findings) == 1 else "tests"
@@ -55,7 +51,7 @@ def _rows(report: CommitReport, *, advice: bool, budget: int) -> list[str]:
     rows = [header, "|---|---|---|---|" if advice else "|---|---|---|"]
     used = sum(len(r) + 1 for r in rows)
     for index, f in enumerate(report.findings):
-        cells = [code(f.test_id), f"**{_label(f.verdict, f)}**", plain(f"{f.commit.evidence}; {f.context.display()}")]
+        cells = [code(f.test_id), f"**{f.word.value}**", plain(f"{f.evidence}; {f.context.display()}")]
         if advice:
             cells.append(plain(_ADVICE[f.advice]))
         row = "| " + " | ".join(cells) + " |"
@@ -71,7 +67,7 @@ def _costs(report: CommitReport) -> list[str]:
     lines = []
     rates = report.rates
     for f in report.findings:
-        if f.verdict is CommitVerdict.FLAKY and f.cost.events:
+        if f.word is Word.FLAKY and f.cost.events:
             c = f.cost
             lines.append(
                 f"{code(f.name, 120)} flaked on {c.events} commit{'s' if c.events != 1 else ''} in the window: "
@@ -83,11 +79,7 @@ def _costs(report: CommitReport) -> list[str]:
 
 
 def _known(report: CommitReport) -> list[str]:
-    return [
-        "> " + f.known.sentence(code(f.test_id))
-        for f in report.findings
-        if f.known and f.verdict is CommitVerdict.UNDETERMINED
-    ]
+    return ["> " + f.known.sentence(code(f.test_id)) for f in report.findings if f.known and f.word is Word.KNOWN_FLAKY]
 
 
 def _ended(report: CommitReport) -> list[str]:
@@ -144,14 +136,14 @@ def cleared_body(report: CommitReport) -> str:
 
 
 def _annotation(f: Finding, workflow_path: str) -> Annotation:
-    level: AnnotationLevel = "warning" if f.verdict is CommitVerdict.FLAKY else ("failure" if f.real else "notice")
+    level: AnnotationLevel = "warning" if f.word is Word.FLAKY else ("failure" if f.real else "notice")
     at_file = bool(f.file) and not str(f.file).startswith(("/", ".."))
     path = str(f.file) if at_file else workflow_path
     line = f.line if at_file and f.line else 1
-    message = f"{_label(f.verdict, f)}: {f.commit.evidence}. {_ADVICE[f.advice]}"
+    message = f"{f.word.value}: {f.evidence}. {_ADVICE[f.advice]}"
     if f.message:
         message += f"\n{f.message}"
-    if f.known and f.verdict is CommitVerdict.UNDETERMINED:
+    if f.known and f.word is Word.KNOWN_FLAKY:
         message += "\n" + f.known.sentence(f.test_id)
     return Annotation.bounded(
         path=truncate(neutralise(path), 1000),

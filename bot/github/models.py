@@ -41,6 +41,7 @@ class RunAttempt:
     updated_at: str
     pull_requests: tuple[int, ...]
     head_repo_full_name: str | None
+    base_shas: tuple[str, ...] = ()  # the base commits of its pull requests (not given for forks)
 
 
 @dataclass(frozen=True, slots=True)

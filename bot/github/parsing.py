@@ -87,9 +87,13 @@ def parse_artifact(value: object, where: str = "artifact") -> Artifact:
 
 def parse_run_attempt(value: object, where: str = "workflow_run") -> RunAttempt:
     obj = _obj(value, where)
-    pulls = []
+    pulls, bases = [], []
     for i, item in enumerate(_list(obj.get("pull_requests") or [], f"{where}.pull_requests")):
-        pulls.append(_int(_obj(item, f"{where}.pull_requests[{i}]"), "number", f"{where}.pull_requests[{i}]"))
+        pull = _obj(item, f"{where}.pull_requests[{i}]")
+        pulls.append(_int(pull, "number", f"{where}.pull_requests[{i}]"))
+        base = pull.get("base")
+        if isinstance(base, Mapping) and isinstance(base.get("sha"), str):
+            bases.append(str(base["sha"]))
     head_repo = obj.get("head_repository")
     return RunAttempt(
         id=_int(obj, "id", where),
@@ -111,6 +115,7 @@ def parse_run_attempt(value: object, where: str = "workflow_run") -> RunAttempt:
             if head_repo is not None
             else None
         ),
+        base_shas=tuple(dict.fromkeys(bases)),
     )
 
 

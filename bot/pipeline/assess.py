@@ -7,23 +7,27 @@ however long the repository's history is.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 
 from bot.core.findings import CommitReport, Conclusion, GatePolicy, commit_report
 from bot.pipeline.scope import Scope
 from bot.store import records as rec
+from bot.store import repository
 
 
-def assess(scope: Scope, head_sha: str, now: datetime) -> CommitReport:
+def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[str] = ()) -> CommitReport:
     store, key, settings = scope.store, scope.repo_key, scope.options.settings
     previously = frozenset(k for k in rec.known_flaky_keys(store, key) if not settings.ignores(k[0]))
     on_commit = {t for t in rec.tests_on_commit(store, key, head_sha) if not settings.ignores(t)}
     wanted = on_commit | {t for t, _ in previously}
     reports, results = rec.commit_summary(store, key, head_sha)
-    problems = rec.problems_of_commit(store, key, head_sha)
+    problems = repository.problems_of_commit(store, key, head_sha)
     thresholds = settings.history.thresholds()
     # GitHub's times read "2026-12-01T10:00:00Z": in that form the window is a string comparison
     since = (now - timedelta(days=thresholds.window_days)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    branch = repository.default_branch(store, key)
+    on_branch = repository.commits_on_branch(store, key, branch, since) if branch else set()
     return commit_report(
         scope.repo,
         head_sha,
@@ -42,4 +46,7 @@ def assess(scope: Scope, head_sha: str, now: datetime) -> CommitReport:
             fail_on_new_flake=settings.gate.fail_on_new_flake,
         ),
         thresholds=thresholds,
+        branch=branch,
+        default_commits=on_branch,
+        base_commits=base_commits,
     )

@@ -23,7 +23,7 @@ from bot.pipeline.config import configure
 from bot.pipeline.port import Port
 from bot.pipeline.publish import ensure_check_run, publish
 from bot.pipeline.scope import Options, Scope
-from bot.store import Store
+from bot.store import Store, repository
 from bot.store import records as rec
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,15 @@ def process_workflow_run(
     options: Options | None = None,
     now: datetime | None = None,
     publish_lock: PublishLock = _no_lock,
+    default_branch: str | None = None,
 ) -> CommitReport | None:
-    """``workflow_run`` ``completed``: collect, judge and report one attempt."""
+    """``workflow_run`` ``completed``: collect, judge and report one attempt. ``default_branch``: the
+    repository's, as the delivery named it (kept for later deliveries that do not)."""
     scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id, options=options)
     if scope is None:
         return None
+    if default_branch:
+        repository.set_default_branch(store, scope.repo_key, default_branch)
     scope = configure(scope)
     run = gh.get_run_attempt(repo, run_id, attempt)
     pulls = list(run.pull_requests) or gh.pulls_for_commit(repo, run.head_sha)
@@ -73,7 +77,8 @@ def process_workflow_run(
     check = ensure_check_run(scope, run.head_sha, run_id, attempt)
     collect_commit(scope, run, pulls)
     with publish_lock():
-        report = assess(scope, run.head_sha, now or parse_optional_time(run.updated_at) or datetime.now(UTC))
+        when = now or parse_optional_time(run.updated_at) or datetime.now(UTC)
+        report = assess(scope, run.head_sha, when, base_commits=run.base_shas)
         publish(scope, report, run, check, pulls)
     return report
 
@@ -107,6 +112,7 @@ def rejudge(
     check_run_id: int,
     options: Options | None = None,
     publish_lock: PublishLock = _no_lock,
+    default_branch: str | None = None,
 ) -> CommitReport | None:
     """``check_run`` ``rerequested``: process the attempt that check run belongs to again."""
     scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id, options=options)
@@ -127,4 +133,5 @@ def rejudge(
         attempt=attempt,
         options=options,
         publish_lock=publish_lock,
+        default_branch=default_branch,
     )

@@ -17,6 +17,7 @@ from bot.github.errors import ArtifactGone, ArtifactTooLarge
 from bot.github.models import Artifact, Job, RunAttempt
 from bot.pipeline.scope import Scope
 from bot.store import records as rec
+from bot.store import repository
 
 MAX_OTHER_RUNS = 20
 _ATTEMPT_IN_NAME = re.compile(r"(?i)(?:run[-_ ]?)?attempt[-_ .]?(\d+)")
@@ -144,8 +145,8 @@ def ingest_artifact(scope: Scope, run: RunAttempt, artifact: Artifact, jobs: Seq
 
 def note(scope: Scope, run: RunAttempt, text: str, unjudged_failure: str | None = None) -> None:
     """Keep something that could not be judged on the commit: every check run of the commit names it."""
-    problem = rec.Problem(run.id, run.run_attempt, text, unjudged_failure)
-    rec.record_problem(scope.store, scope.repo_key, run.head_sha, problem)
+    problem = repository.Problem(run.id, run.run_attempt, text, unjudged_failure)
+    repository.record_problem(scope.store, scope.repo_key, run.head_sha, problem)
 
 
 # --- pure helpers ---------------------------------------------------------------------------------

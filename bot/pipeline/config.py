@@ -14,14 +14,13 @@ from bot.config.load import CONFIG_PATH, ORG_REPO, Effective, Source, resolve
 from bot.github.errors import GitHubError
 from bot.pipeline.port import Port
 from bot.pipeline.scope import Scope
-from bot.store import Store
-from bot.store import records as rec
+from bot.store import Store, repository
 
 
 def read_file(store: Store, gh: Port, repo: str, path: str = CONFIG_PATH) -> tuple[Source, str | None]:
     """One file as the source of keys, and a problem when it could not be read."""
     where = f"{repo}:{path}"
-    cached = rec.cached_file(store, where)
+    cached = repository.cached_file(store, where)
     try:
         got = gh.get_file(repo, path, cached[0] if cached else None)
     except GitHubError as exc:
@@ -29,10 +28,10 @@ def read_file(store: Store, gh: Port, repo: str, path: str = CONFIG_PATH) -> tup
     if got.state == "unchanged" and cached is not None:
         return Source(where, cached[1]), None
     if got.state == "found":
-        rec.cache_file(store, where, got.etag, got.text)
+        repository.cache_file(store, where, got.etag, got.text)
         return Source(where, got.text), None
     if cached is not None:
-        rec.cache_file(store, where, None, None)
+        repository.cache_file(store, where, None, None)
     if got.state == "not_a_file":
         return Source(where, None), f"{where} is not a file; the defaults apply"
     return Source(where, None), None

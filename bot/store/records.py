@@ -6,7 +6,6 @@ as everywhere else in Flaketally (kept in the ``repos.github_id`` column)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,13 +18,11 @@ from bot.store import Store
 from bot.store.schema import (
     check_runs,
     comments,
-    config_files,
     contexts,
     installations,
     jobs,
     known_flaky,
     observations,
-    problems,
     reports,
     repos,
     runs,
@@ -384,53 +381,3 @@ def check_runs_of_attempt(store: Store, repo: str, run_id: int, attempt: int) ->
             .where(repos.c.full_name == repo, check_runs.c.run_id == run_id, check_runs.c.attempt == attempt)
         ).all()
     return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Something on a commit that could not be judged, found while collecting one attempt of one run."""
-
-    run_id: int
-    attempt: int
-    text: str
-    unjudged_failure: str | None = None  # the test id, when a failed test shares its name with another
-
-
-def record_problem(store: Store, repo_key: int, head_sha: str, problem: Problem) -> None:
-    """Keep a problem of the commit once, however many deliveries find it (keyed on the attempt that has
-    it and its text, so that which delivery found it first changes nothing)."""
-    key = f"{problem.run_id}:{problem.attempt}:{problem.text}"
-    values = {
-        "repo_id": repo_key,
-        "head_sha": head_sha,
-        "digest": hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest(),
-        "run_id": problem.run_id,
-        "attempt": problem.attempt,
-        "text": problem.text,
-        "unjudged_failure": problem.unjudged_failure,
-    }
-    _upsert(store, problems, values, ["repo_id", "head_sha", "digest"])
-
-
-def problems_of_commit(store: Store, repo_key: int, head_sha: str) -> list[Problem]:
-    """Every problem found on the commit, by run, attempt and text: the same list whoever asks."""
-    with store.engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(problems.c.run_id, problems.c.attempt, problems.c.text, problems.c.unjudged_failure)
-            .where(problems.c.repo_id == repo_key, problems.c.head_sha == head_sha)
-            .order_by(problems.c.run_id, problems.c.attempt, problems.c.text)
-        ).all()
-    return [Problem(int(r.run_id), int(r.attempt), str(r.text), r.unjudged_failure) for r in rows]
-
-
-def cached_file(store: Store, source: str) -> tuple[str | None, str | None] | None:
-    """(ETag, text) of a configuration file as last read, or None when it was never read."""
-    with store.engine.connect() as conn:
-        row = conn.execute(
-            sa.select(config_files.c.etag, config_files.c.text).where(config_files.c.source == source)
-        ).first()
-    return (row.etag, row.text) if row is not None else None
-
-
-def cache_file(store: Store, source: str, etag: str | None, text: str | None) -> None:
-    _upsert(store, config_files, {"source": source, "etag": etag, "text": text}, ["source"])

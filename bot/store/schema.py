@@ -31,6 +31,7 @@ repos = Table(
     Column("full_name", String(300), nullable=False, unique=True),
     Column("github_id", BigInteger, nullable=True),
     Column("installation_id", BigInteger, nullable=True),
+    Column("default_branch", String(255), nullable=True),
 )
 
 contexts = Table(

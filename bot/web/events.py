@@ -16,6 +16,7 @@ from typing import Any
 from bot.github.limits import COMMIT_SHA
 
 _FULL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
+_BRANCH = re.compile(r"[^\x00-\x20\x7f~^:?*\[\\]+")  # what git allows in a ref name, roughly
 
 
 class BadPayload(Exception):
@@ -67,6 +68,17 @@ def _account(payload: Mapping[str, Any]) -> str:
     raise BadPayload("installation.account.login is missing")
 
 
+def _branch(payload: Mapping[str, Any]) -> str | None:
+    """The repository's default branch, when the payload names a plausible one (a git ref name)."""
+    try:
+        value = _walk(payload, "repository.default_branch")
+    except BadPayload:
+        return None
+    if isinstance(value, str) and 0 < len(value) <= 255 and _BRANCH.fullmatch(value):
+        return value
+    return None
+
+
 def installation_id_of(payload: Mapping[str, Any]) -> int | None:
     try:
         return _int(payload, "installation.id")
@@ -88,6 +100,7 @@ def _run_completed(p: Mapping[str, Any], installation_id: int, delivery: str) ->
         "repo_id": repo_id,
         "run_id": run_id,
         "attempt": attempt,
+        "default_branch": _branch(p),
     }
     return f"run-{repo_id}-{run_id}-{attempt}", args
 
@@ -113,6 +126,7 @@ def _check_rerequested(p: Mapping[str, Any], installation_id: int, delivery: str
         "repo_id": repo_id,
         "head_sha": _str(p, "check_run.head_sha", COMMIT_SHA),
         "check_run_id": check_run_id,
+        "default_branch": _branch(p),
     }
     return f"rejudge-{repo_id}-{check_run_id}-{delivery}", args
 

@@ -1,0 +1,90 @@
+"""What the App knows of a repository beyond its reports and its own writes: its default branch, its
+configuration files as last read (with their ETags), and what could not be judged on its commits."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from bot.store import Store
+from bot.store.records import _upsert
+from bot.store.schema import config_files, problems, repos, runs
+
+
+def set_default_branch(store: Store, repo_key: int, branch: str) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(repos).where(repos.c.id == repo_key).values(default_branch=branch))
+
+
+def default_branch(store: Store, repo_key: int) -> str | None:
+    with store.engine.connect() as conn:
+        found = conn.execute(sa.select(repos.c.default_branch).where(repos.c.id == repo_key)).scalar()
+    return str(found) if found else None
+
+
+def commits_on_branch(store: Store, repo_key: int, branch: str, since: str) -> set[str]:
+    """The commits whose runs ran on ``branch`` (pushes to it) since ``since``."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(runs.c.head_sha)
+            .distinct()
+            .where(
+                runs.c.repo_id == repo_key,
+                runs.c.head_branch == branch,
+                runs.c.event != "pull_request",
+                sa.or_(runs.c.run_started_at.is_(None), runs.c.run_started_at >= since),
+            )
+        )
+        return {str(sha) for (sha,) in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something on a commit that could not be judged, found while collecting one attempt of one run."""
+
+    run_id: int
+    attempt: int
+    text: str
+    unjudged_failure: str | None = None  # the test id, when a failed test shares its name with another
+
+
+def record_problem(store: Store, repo_key: int, head_sha: str, problem: Problem) -> None:
+    """Keep a problem of the commit once, however many deliveries find it (keyed on the attempt that has
+    it and its text, so that which delivery found it first changes nothing)."""
+    key = f"{problem.run_id}:{problem.attempt}:{problem.text}"
+    values = {
+        "repo_id": repo_key,
+        "head_sha": head_sha,
+        "digest": hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest(),
+        "run_id": problem.run_id,
+        "attempt": problem.attempt,
+        "text": problem.text,
+        "unjudged_failure": problem.unjudged_failure,
+    }
+    _upsert(store, problems, values, ["repo_id", "head_sha", "digest"])
+
+
+def problems_of_commit(store: Store, repo_key: int, head_sha: str) -> list[Problem]:
+    """Every problem found on the commit, by run, attempt and text: the same list whoever asks."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(problems.c.run_id, problems.c.attempt, problems.c.text, problems.c.unjudged_failure)
+            .where(problems.c.repo_id == repo_key, problems.c.head_sha == head_sha)
+            .order_by(problems.c.run_id, problems.c.attempt, problems.c.text)
+        ).all()
+    return [Problem(int(r.run_id), int(r.attempt), str(r.text), r.unjudged_failure) for r in rows]
+
+
+def cached_file(store: Store, source: str) -> tuple[str | None, str | None] | None:
+    """(ETag, text) of a configuration file as last read, or None when it was never read."""
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            sa.select(config_files.c.etag, config_files.c.text).where(config_files.c.source == source)
+        ).first()
+    return (row.etag, row.text) if row is not None else None
+
+
+def cache_file(store: Store, source: str, etag: str | None, text: str | None) -> None:
+    _upsert(store, config_files, {"source": source, "etag": etag, "text": text}, ["source"])
