@@ -23,19 +23,18 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
-import redis
 import sqlalchemy as sa
 
 from bot.pipeline.attempt import PublishLock, process_workflow_run
 from bot.store import Store
 from bot.store.schema import reports
 from tests.github_fake import SHA, FakeGitHub, FakeRun, zip_of
+from tests.support.concurrent import Job, together
 from tests.test_end_to_end import junit as pytest_report
 
 REPO = "acme/widgets"
@@ -116,33 +115,11 @@ def two_workers(store: Store, github: FakeGitHub, redis_url: str, *, overwrite: 
     """Every delivery queued at once and taken by two workers, each with its own store connections and
     its own GitHub client, publishing under the workers' Redis lock."""
     the_rest(github, first_attempt(github), overwrite=overwrite)
-    connection = redis.Redis.from_url(redis_url)
-    barrier = threading.Barrier(2)
-    errors: list[BaseException] = []
 
-    @contextmanager
-    def lock() -> Iterator[None]:
-        with connection.lock("flaketally:lock:publish:1", timeout=60, blocking_timeout=60):
-            yield
+    def taking(share: list[tuple[int, int]]) -> Job:
+        return lambda own, lock: process(own, github, share, publish_lock=lock)
 
-    def worker(share: list[tuple[int, int]]) -> None:
-        own = Store(store.url)
-        try:
-            barrier.wait()
-            process(own, github, share, publish_lock=lock)
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-        finally:
-            own.close()
-
-    threads = [threading.Thread(target=worker, args=(share,)) for share in (DELIVERIES[1::-1], DELIVERIES[2:])]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    connection.close()
-    assert not errors, errors
-    assert not any(t.is_alive() for t in threads)
+    together(store.url, redis_url, [taking(DELIVERIES[1::-1]), taking(DELIVERIES[2:])])
 
 
 def final_state(store: Store, github: FakeGitHub) -> str:

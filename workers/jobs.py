@@ -193,6 +193,7 @@ def open_check_run(
                 head_sha=head_sha,
                 run_id=run_id,
                 attempt=attempt,
+                publish_lock=lambda: _publish_lock(worker.redis, repo_id),
             )
         return {"check_run_id": check.check_run_id if check else None}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.core.verdicts import CommitJudgement, CommitVerdict
@@ -62,3 +62,39 @@ def cost_of(commits: Sequence[CommitJudgement], rates: Rates) -> Cost:
         compute=wasted * rates.compute_per_minute,
         developer=developer_minutes * rates.developer_per_minute,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RerunTiming:
+    """What one rerun attempt cost as GitHub measured it: the minutes its jobs ran (the jobs API) and
+    the wait from the previous attempt's completion to its start (None when either time is unknown)."""
+
+    job_minutes: float
+    wait_minutes: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """A flaky test's share of the reruns that proved it, on one commit."""
+
+    rerun_minutes: float
+    wait_minutes: float | None
+    reruns: int
+
+    def compute(self, rates: Rates) -> float:
+        return self.rerun_minutes * rates.compute_per_minute
+
+
+def measured_share(
+    passed_in: Sequence[tuple[int, int]],
+    timings: Mapping[tuple[int, int], RerunTiming],
+    sharers: Mapping[tuple[int, int], int],
+) -> Measured | None:
+    """A test's share of the rerun attempts it passed in (``passed_in``: (run id, attempt)): each
+    attempt's job minutes split evenly among the ``sharers`` flaky tests that passed in it."""
+    found = [(key, timings[key]) for key in dict.fromkeys(passed_in) if key in timings]
+    if not found:
+        return None
+    minutes = sum(t.job_minutes / max(1, sharers.get(key, 1)) for key, t in found)
+    waits = [t.wait_minutes for _, t in found if t.wait_minutes is not None]
+    return Measured(minutes, max(waits) if waits else None, len(found))

@@ -5,13 +5,15 @@ just ended. Plain data in, plain data out: the check run and the PR comment are 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import dataclasses
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
 from bot.core.baseline import NO_BASELINE, SHOWN_IN_ORDER, Baseline, Word, baseline, word_for
-from bot.core.cost import Cost, Rates
+from bot.core.cost import Cost, Measured, Rates, RerunTiming, measured_share
 from bot.core.gate import Conclusion, Gate, GatePolicy, decide
 from bot.core.identity import ExecutionContext
 from bot.core.judge import judge
@@ -61,6 +63,8 @@ class Finding:
     message: str
     baseline: Baseline = NO_BASELINE
     newly_flaky: bool = False  # flaky here, and stable on the default branch in this context
+    automatic: bool = False  # it passed on an attempt that Flaketally's automatic rerun started
+    measured: Measured | None = None  # its share of the reruns that proved it flaky here, as GitHub timed them
 
     @property
     def verdict(self) -> CommitVerdict:
@@ -77,6 +81,8 @@ class Finding:
             self.word is Word.FAILING and self.baseline.evidence
         ):
             return f"{self.commit.evidence}; {self.baseline.evidence}"
+        if self.word is Word.FLAKY and self.automatic:
+            return f"{self.commit.evidence}; passed on the automatic rerun"
         return self.commit.evidence
 
     @property
@@ -147,10 +153,13 @@ def commit_report(
     branch: str | None = None,
     default_commits: Collection[str] = (),
     base_commits: Collection[str] = (),
+    automatic: Collection[tuple[int, int]] = (),
+    timings: Mapping[tuple[int, int], RerunTiming] | None = None,
 ) -> CommitReport:
     """``default_commits``: the commits that ran on the default branch (``branch``) in the window;
     ``base_commits``: the pull request's base commits. They give the words ``broken``, ``regression`` and
-    ``new failure`` (``bot.core.baseline``)."""
+    ``new failure`` (``bot.core.baseline``). ``automatic``: (run id, attempt) of the attempts an automatic
+    rerun started. ``timings``: the rerun attempts of the commit as GitHub timed them (measured cost)."""
     findings = []
     known_now: set[tuple[str, str]] = set()
     ended = []
@@ -176,6 +185,7 @@ def commit_report(
             history.observations, head_sha, branch=branch, default_commits=default_commits, base_commits=base_commits
         )
         newly = gate_policy.fail_on_new_flake and _stable_on_branch(history, head_sha, default_commits, thresholds)
+        rerun_passed = any((o.run_id, o.attempt) in automatic and "P" in o.outcomes for o in here)
         findings.append(
             Finding(
                 history.test_id,
@@ -190,8 +200,11 @@ def commit_report(
                 message,
                 found,
                 newly,
+                rerun_passed,
             )
         )
+    if timings:
+        findings = _with_measured(findings, head_sha, timings)
     findings.sort(key=lambda f: (_ORDER[f.word], f.test_id, f.context.key()))
     return CommitReport(
         repo,
@@ -209,6 +222,29 @@ def commit_report(
         thresholds,
         branch,
     )
+
+
+def _rerun_passes(finding: Finding, head_sha: str) -> list[tuple[int, int]]:
+    """(run id, attempt) of the rerun attempts (attempt 2 on) in which a flaky test passed."""
+    return [
+        (o.run_id, o.attempt)
+        for o in finding.commit.observations
+        if o.commit == head_sha and o.run_id is not None and o.attempt > 1 and "P" in o.outcomes
+    ]
+
+
+def _with_measured(
+    findings: list[Finding], head_sha: str, timings: Mapping[tuple[int, int], RerunTiming]
+) -> list[Finding]:
+    """Each flaky finding with its share of the reruns that proved it."""
+    flaky = [f for f in findings if f.word is Word.FLAKY]
+    sharers = Counter(key for f in flaky for key in dict.fromkeys(_rerun_passes(f, head_sha)))
+    return [
+        dataclasses.replace(f, measured=measured_share(_rerun_passes(f, head_sha), timings, sharers))
+        if f.word is Word.FLAKY
+        else f
+        for f in findings
+    ]
 
 
 def _stable_on_branch(

@@ -69,12 +69,20 @@ def _costs(report: CommitReport) -> list[str]:
     for f in report.findings:
         if f.word is Word.FLAKY and f.cost.events:
             c = f.cost
-            lines.append(
+            line = (
                 f"{code(f.name, 120)} flaked on {c.events} commit{'s' if c.events != 1 else ''} in the window: "
                 f"{c.total:.2f} {rates.currency} so far ({rates.developer_minutes_per_event:g} developer minutes per "
                 f"event at {rates.developer_per_minute:.2f} {rates.currency}/min, plus "
                 f"{c.wasted_compute_minutes:.1f} rerun minutes at {rates.compute_per_minute:g} {rates.currency}/min)."
             )
+            if f.measured is not None:
+                m = f.measured
+                wait = f" and a {m.wait_minutes:.0f}-minute wait for it" if m.wait_minutes is not None else ""
+                line += (
+                    f" Measured here: its share of the rerun's jobs, {m.rerun_minutes:.1f} minutes "
+                    f"({m.compute(rates):.3f} {rates.currency}, from the jobs API){wait}."
+                )
+            lines.append(line)
     return lines
 
 
@@ -161,6 +169,7 @@ def check_output(
     *,
     config_lines: Sequence[str] = (),
     config_problems: Sequence[str] = (),
+    rerun_lines: Sequence[str] = (),
 ) -> tuple[CheckConclusion, CheckOutput]:
     """The check run's conclusion and output: the reason first, then a table; one annotation per failing
     test, at its file and line when the report gives them, otherwise at the workflow file. The
@@ -169,6 +178,8 @@ def check_output(
     summary = [gate.reason, ""]
     if report.findings:
         summary += _rows(report, advice=False, budget=MAX_OUTPUT_TEXT // 2)
+    if rerun_lines:
+        summary += ["", *(f"Automatic rerun: {plain(line, 300)}" for line in rerun_lines[:10])]
     if report.problems:
         summary += ["", "Not judged: " + "; ".join(plain(p, 300) for p in report.problems[:20])]
     if config_problems:

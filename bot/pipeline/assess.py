@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 
+from bot.core.cost import RerunTiming
 from bot.core.findings import CommitReport, Conclusion, GatePolicy, commit_report
+from bot.core.verdicts import parse_optional_time
 from bot.pipeline.scope import Scope
 from bot.store import records as rec
 from bot.store import repository
@@ -49,4 +51,35 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
         branch=branch,
         default_commits=on_branch,
         base_commits=base_commits,
+        automatic={
+            (run_id, attempt + 1)
+            for run_id, attempt, requested, _ in repository.reruns_of_commit(store, key, head_sha)
+            if requested
+        },
+        timings=rerun_timings(scope, head_sha),
     )
+
+
+def rerun_timings(scope: Scope, head_sha: str) -> dict[tuple[int, int], RerunTiming]:
+    """The commit's rerun attempts (attempt 2 on) as GitHub timed them: the minutes of the jobs each ran
+    itself (not the ones carried over), and the wait since the attempt before it completed."""
+    store, key = scope.store, scope.repo_key
+    attempts = {(r.run_id, r.attempt): r for r in rec.runs_for_sha(store, key, head_sha)}
+    timings = {}
+    for run_id in sorted({run_id for run_id, attempt in attempts if attempt > 1}):
+        jobs = rec.jobs_of(store, key, run_id)
+        for (rid, attempt), record in attempts.items():
+            if rid != run_id or attempt < 2:
+                continue
+            minutes = sum(_minutes(j.started_at, j.completed_at) or 0.0 for j in jobs if j.attempt == attempt)
+            before = attempts.get((run_id, attempt - 1))
+            wait = _minutes(before.updated_at, record.run_started_at) if before else None
+            timings[(run_id, attempt)] = RerunTiming(minutes, wait)
+    return timings
+
+
+def _minutes(start: str | None, end: str | None) -> float | None:
+    began, ended = parse_optional_time(start), parse_optional_time(end)
+    if began is None or ended is None or ended < began:
+        return None
+    return (ended - began).total_seconds() / 60

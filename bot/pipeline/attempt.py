@@ -1,9 +1,10 @@
 """The entry points, one per job: what each webhook event makes Flaketally do.
 
 ``process_workflow_run`` is the whole pipeline for one finished attempt, in the order it runs: begin
-(is the installation active, which repository), the run and its pull requests, the check run opened,
-collect (``bot.pipeline.collect``), then under the repository's publish lock assess
-(``bot.pipeline.assess``) and publish (``bot.pipeline.publish``). GitHub is reached only through the
+(is the installation active, which repository), its configuration (``bot.pipeline.config``), the run and
+its pull requests, the check run opened, collect (``bot.pipeline.collect``), then under the repository's
+publish lock assess (``bot.pipeline.assess``), an automatic rerun when the repository wants one
+(``bot.pipeline.rerun``) and publish (``bot.pipeline.publish``). GitHub is reached only through the
 ``Port``, the store only through ``bot.store``. Everything is idempotent: processing an attempt again
 stores nothing twice and edits the same check run and the same comment.
 """
@@ -22,6 +23,7 @@ from bot.pipeline.collect import collect_commit, run_record
 from bot.pipeline.config import configure
 from bot.pipeline.port import Port
 from bot.pipeline.publish import ensure_check_run, publish
+from bot.pipeline.rerun import consider_rerun
 from bot.pipeline.scope import Options, Scope
 from bot.store import Store, repository
 from bot.store import records as rec
@@ -74,11 +76,13 @@ def process_workflow_run(
     run = gh.get_run_attempt(repo, run_id, attempt)
     pulls = list(run.pull_requests) or gh.pulls_for_commit(repo, run.head_sha)
     rec.record_run(store, scope.repo_key, run_record(run, pulls))
-    check = ensure_check_run(scope, run.head_sha, run_id, attempt)
+    with publish_lock():  # two workers on one attempt open one check run between them
+        check = ensure_check_run(scope, run.head_sha, run_id, attempt)
     collect_commit(scope, run, pulls)
     with publish_lock():
         when = now or parse_optional_time(run.updated_at) or datetime.now(UTC)
         report = assess(scope, run.head_sha, when, base_commits=run.base_shas)
+        consider_rerun(scope, run, report, now or datetime.now(UTC))
         publish(scope, report, run, check, pulls)
     return report
 
@@ -93,12 +97,14 @@ def open_check_run(
     head_sha: str,
     run_id: int,
     attempt: int,
+    publish_lock: PublishLock = _no_lock,
 ) -> rec.CheckRunRecord | None:
     """``workflow_run`` ``requested``: the attempt's check run, in progress, before any result is in."""
     scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id)
     if scope is None:
         return None
-    return ensure_check_run(scope, head_sha, run_id, attempt)
+    with publish_lock():
+        return ensure_check_run(scope, head_sha, run_id, attempt)
 
 
 def rejudge(

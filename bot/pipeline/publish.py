@@ -17,7 +17,7 @@ from bot.github.payloads import CheckOutput
 from bot.pipeline.collect import workflow_file
 from bot.pipeline.port import Port
 from bot.pipeline.scope import Scope
-from bot.store import Store
+from bot.store import Store, repository
 from bot.store import records as rec
 
 log = logging.getLogger(__name__)
@@ -77,10 +77,20 @@ def rejudge_commit_checks(scope: Scope, report: CommitReport, run: RunAttempt) -
 
 
 def _check_output(scope: Scope, report: CommitReport, workflow_path: str | None) -> tuple[CheckConclusion, CheckOutput]:
-    """The check run's output, with the configuration in force at its foot and what was wrong in it."""
+    """The check run's output, with the rerun decisions of the commit, the configuration in force at its
+    foot and what was wrong in it."""
     config = scope.options.config
+    numbers = {r.run_id: r.run_number for r in rec.runs_for_sha(scope.store, scope.repo_key, report.head_sha)}
+    reruns = [
+        f"{line} (run #{numbers.get(run_id) or run_id}, after attempt {attempt})"
+        for run_id, attempt, _, line in repository.reruns_of_commit(scope.store, scope.repo_key, report.head_sha)
+    ]
     return check_output(
-        report, workflow_file(workflow_path), config_lines=config.lines(), config_problems=config.problems
+        report,
+        workflow_file(workflow_path),
+        config_lines=config.lines(),
+        config_problems=config.problems,
+        rerun_lines=reruns,
     )
 
 

@@ -381,3 +381,14 @@ def check_runs_of_attempt(store: Store, repo: str, run_id: int, attempt: int) ->
             .where(repos.c.full_name == repo, check_runs.c.run_id == run_id, check_runs.c.attempt == attempt)
         ).all()
     return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+
+def report_contexts(store: Store, repo_key: int, run_id: int, attempt: int) -> list[str]:
+    """The context keys of the reports stored for one attempt of one run."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(contexts.c.key)
+            .join(reports, reports.c.context_id == contexts.c.id)
+            .where(reports.c.repo_id == repo_key, reports.c.run_id == run_id, reports.c.attempt == attempt)
+        )
+        return [str(key) for (key,) in rows]

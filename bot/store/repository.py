@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from bot.store import Store
 from bot.store.records import _upsert
-from bot.store.schema import config_files, problems, repos, runs
+from bot.store.schema import config_files, problems, repos, reruns, runs
 
 
 def set_default_branch(store: Store, repo_key: int, branch: str) -> None:
@@ -88,3 +88,43 @@ def cached_file(store: Store, source: str) -> tuple[str | None, str | None] | No
 
 def cache_file(store: Store, source: str, etag: str | None, text: str | None) -> None:
     _upsert(store, config_files, {"source": source, "etag": etag, "text": text}, ["source"])
+
+
+def claim_rerun(
+    store: Store, repo_key: int, run_id: int, head_sha: str, attempt: int, requested: bool, line: str
+) -> bool:
+    """Keep the run's rerun decision; True when this call kept it (no decision was kept before), so only
+    that caller may send the request."""
+    values = {
+        "repo_id": repo_key,
+        "run_id": run_id,
+        "head_sha": head_sha,
+        "attempt": attempt,
+        "requested": requested,
+        "line": line,
+    }
+    # RETURNING, not rowcount: psycopg reports -1 rows for an INSERT ... ON CONFLICT DO NOTHING
+    statement = store._insert(reruns).values(**values).on_conflict_do_nothing().returning(reruns.c.run_id)
+    with store.engine.begin() as conn:
+        return conn.execute(statement).scalar() is not None
+
+
+def amend_rerun(store: Store, repo_key: int, run_id: int, requested: bool, line: str) -> None:
+    """The decision's outcome when the request could not be sent: never tried again."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.update(reruns)
+            .where(reruns.c.repo_id == repo_key, reruns.c.run_id == run_id)
+            .values(requested=requested, line=line)
+        )
+
+
+def reruns_of_commit(store: Store, repo_key: int, head_sha: str) -> list[tuple[int, int, bool, str]]:
+    """(run id, attempt it followed, requested, line) of every rerun decision on the commit, by run."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(reruns.c.run_id, reruns.c.attempt, reruns.c.requested, reruns.c.line)
+            .where(reruns.c.repo_id == repo_key, reruns.c.head_sha == head_sha)
+            .order_by(reruns.c.run_id)
+        ).all()
+    return [(int(r.run_id), int(r.attempt), bool(r.requested), str(r.line)) for r in rows]

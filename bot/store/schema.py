@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Float,
     ForeignKey,
@@ -186,4 +187,17 @@ config_files = Table(
     Column("source", String(500), primary_key=True),
     Column("etag", String(200), nullable=True),
     Column("text", Text, nullable=True),
+)
+
+# The automatic rerun decision of each run (one row per run, ever); ``attempt`` is the attempt it followed.
+reruns = Table(
+    "reruns",
+    metadata,
+    Column("repo_id", Integer, ForeignKey("repos.id"), primary_key=True),
+    Column("run_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("head_sha", String(64), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("requested", Boolean, nullable=False),
+    Column("line", Text, nullable=False),
+    Index("ix_reruns_repo_sha", "repo_id", "head_sha"),
 )
