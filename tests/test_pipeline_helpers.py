@@ -366,3 +366,17 @@ def test_job_record_carries_the_job_under_its_run() -> None:
         labels=("self-hosted", "linux"),
         html_url="https://github.com/acme/widgets/actions/runs/4242/job/99",
     )
+
+
+def test_an_artifact_named_by_the_matrix_values_belongs_to_the_job_of_those_values() -> None:
+    from bot.pipeline.collect import context_for, matrix_values
+
+    jobs = [
+        Job(1, "test (3.11, ubuntu-latest)", 1, "completed", "failure", None, None, ("ubuntu-latest",), None, None),
+        Job(2, "test (3.11, windows-latest)", 1, "completed", "success", None, None, ("windows-latest",), None, None),
+    ]
+    assert matrix_values("test (3.11, ubuntu-latest)") == ["3.11", "ubuntu-latest"]
+    context = context_for("junit-3.11-windows-latest", jobs, ".github/workflows/ci.yml", "")
+    assert (context.job, context.os) == ("test (3.11, windows-latest)", "windows-latest")
+    partial = context_for("junit-3.11", jobs, ".github/workflows/ci.yml", "")  # no job has all its values there
+    assert partial.job == "junit-3.11"

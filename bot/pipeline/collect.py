@@ -197,6 +197,10 @@ def context_for(artifact_name: str, jobs: Sequence[Job], workflow_path: str | No
     else:
         lowered = artifact_name.lower()
         candidates = [j for j in jobs if j.name and j.name.lower() in lowered]
+        if not candidates:  # `junit-${{ matrix.os }}`: the job's matrix values are in the artifact's name
+            candidates = [j for j in jobs if (values := matrix_values(j.name)) and all(v in lowered for v in values)]
+            if len({j.name for j in candidates}) > 1:
+                candidates = []  # several jobs fit: the artifact's name stands for the context
         if candidates:
             job = max(candidates, key=lambda j: len(j.name))
     name = job.name if job else _ATTEMPT_IN_NAME.sub("", artifact_name).strip(" -_.") or artifact_name
@@ -204,6 +208,14 @@ def context_for(artifact_name: str, jobs: Sequence[Job], workflow_path: str | No
     return ExecutionContext(
         workflow=workflow_file(workflow_path) if workflow_path else "", job=name, os=runner_os or report_os
     )
+
+
+def matrix_values(job_name: str) -> list[str]:
+    """The matrix values GitHub writes into a job's name: ``test (3.11, ubuntu-latest)`` → both."""
+    if not job_name.endswith(")") or "(" not in job_name:
+        return []
+    inside = job_name[job_name.rindex("(") + 1 : -1]
+    return [v.strip().lower() for v in inside.split(",") if v.strip()]
 
 
 def workflow_file(path: str | None) -> str:
