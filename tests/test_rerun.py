@@ -187,3 +187,14 @@ def test_a_reruns_measured_minutes_are_shared_among_the_flaky_tests_it_proved() 
     assert both is not None and (both.rerun_minutes, both.wait_minutes, both.reruns) == (6.0, 14.0, 2)
     assert round(both.compute(Rates()), 3) == 0.048
     assert measured_share([(9, 4)], timings, sharers) is None  # no timing known: nothing measured
+
+
+def test_the_repositorys_limit_of_failed_tests_is_used(store: Store, github: FakeGitHub) -> None:
+    github.add_file(REPO, CONFIG, "rerun: failed-jobs\nrerun_limits:\n  max_failed_tests: 1\n")
+    run = github.add_run(REPO, pull_requests=[7])
+    github.add_job(run, attempt=1, name="test (3.11)", conclusion="failure")
+    content = pytest_report(test_apply_coupon="fail", test_total="fail")
+    github.add_artifact(run, "junit-results", zip_of({"junit.xml": content}), attempt=1)
+    process(store, github, run)
+    assert github.reruns == []
+    assert "Automatic rerun: no rerun: 2 tests failed, over the limit of 1" in summary_of(github, run, 1)
