@@ -218,7 +218,7 @@ def test_rates_and_currency(store: Store, github: FakeGitHub) -> None:
     github.add_file(REPO, CONFIG_PATH, "rates:\n  developer_minutes_per_event: 10\n")
     process(store, github, pr_run(github, {"test_apply_coupon": "fail"}, {"test_apply_coupon": "pass"}))
     (comment,) = github.comments_on(REPO, 7)
-    assert "20.00 EUR so far (10 developer minutes per event at 2.00 EUR/min" in comment.body
+    assert "20.00 EUR so far (20.00 for 10 developer minutes per flaky event at 2.00 EUR/min" in comment.body
 
 
 def known_flaky_then_a_single_failure(store: Store, github: FakeGitHub) -> FakeRun:
@@ -240,7 +240,8 @@ def test_gate_for_a_known_flake_not_rerun(store: Store, github: FakeGitHub, conc
     process(store, github, run)
     got, summary, _ = check(github, run)
     assert got == conclusion
-    assert summary.startswith(f"{conclusion.capitalize()}: `test_apply_coupon` failed once and is known flaky")
+    shown = "`tests/payments/test_checkout.py::test_apply_coupon`"
+    assert summary.startswith(f"{conclusion.capitalize()}: {shown} failed once and is known flaky")
 
 
 def test_history_window(store: Store, github: FakeGitHub) -> None:

@@ -195,12 +195,16 @@ def test_a_failure_that_passes_on_the_rerun_is_flaky_in_the_same_comment(app: Ap
     (edited,) = github.comments_on("acme/widgets", PR)  # the same comment, edited, never a second one
     assert edited.id == comment.id
     assert "**flaky**" in edited.body
-    assert "failed on attempt 1 of run" in edited.body and "passed on attempt 2 of run" in edited.body
+    linked = f"[#163](https://github.com/acme/widgets/actions/runs/{run.id})"  # the run, as people know it
+    assert f"failed on attempt 1 of {linked}" in edited.body and f"passed on attempt 2 of {linked}" in edited.body
     assert "USD so far" in edited.body
     checks = flaketally_checks(github)
     assert github.check_runs[checks[-1]].conclusion == "success"
     summary = github.check_runs[checks[-1]].output["summary"]
-    assert summary.startswith("Success: the only failure, `test_apply_coupon`, passed on a rerun of the same commit.")
+    assert summary.startswith(
+        "Success: the only failure, `tests/payments/test_checkout.py::test_apply_coupon`, passed on a rerun of the "
+        "same commit."
+    )
     golden("attempt2-flaky.comment.md", edited.body)
     golden("attempt2-flaky.check.md", check_text(github, checks[-1]))
     assert len(github.calls("create_comment")) == 1
@@ -216,7 +220,9 @@ def test_a_failure_that_reproduces_on_the_rerun_is_failing(app: App, github: Fak
 
     check = github.check_runs[flaketally_checks(github)[-1]]
     assert check.conclusion == "failure"
-    assert check.output["summary"].startswith("Failure: `test_apply_coupon` failed on every attempt of 3484a3f.")
+    assert check.output["summary"].startswith(
+        "Failure: `tests/payments/test_checkout.py::test_apply_coupon` failed on every attempt of 3484a3f."
+    )
     (comment,) = github.comments_on("acme/widgets", PR)
     assert "**failing**" in comment.body
     assert "Look at your change" in comment.body
@@ -265,8 +271,10 @@ def test_injected_names_render_inert(app: App, github: FakeGitHub) -> None:
         # names and messages appear only inside code spans (shown literally), or escaped
         live = re.sub(r"(`+)(?:(?!\1).)+?\1", "", text)
         assert "evil" not in live and "xxxxxxxx" not in live, where
-        for hostile in ("<img", "<script", "@octocat", "@org/team", "](https://", "<!-- flaketally"):
+        for hostile in ("<img", "<script", "@octocat", "@org/team", "<!-- flaketally"):
             assert hostile not in live.replace(MARKER, ""), (where, hostile)
+        for target in re.findall(r"\]\(([^)]*)\)", live):  # the only links are Flaketally's own, to GitHub
+            assert target.startswith("https://github.com/acme/widgets/"), (where, target)
         for span in re.findall(r"(`+)((?:(?!\1).)+?)\1", text):
             assert "\n" not in span[1] and "|" not in span[1], (where, span)
     for annotation in check.annotations:
@@ -338,7 +346,7 @@ def test_the_comment_says_so_when_the_failures_are_gone(app: App, github: FakeGi
     app.deliver(push, 1)
     app.work()
     (comment,) = github.comments_on("acme/widgets", PR)
-    assert "The failures reported here earlier are gone: no test failed on ad1e5d0." in comment.body
+    assert "The failures reported here earlier are gone: no test failed on [ad1e5d0](" in comment.body
     golden("cleared.comment.md", comment.body)
 
 
@@ -426,7 +434,7 @@ def test_artifacts_are_attributed_to_their_attempt_by_name(app: App, github: Fak
     app.work()
     (comment,) = github.comments_on("acme/widgets", PR)
     assert "**flaky**" in comment.body
-    assert "failed on attempt 1 of run" in comment.body and "passed on attempt 2 of run" in comment.body
+    assert "failed on attempt 1 of [#163](" in comment.body and "passed on attempt 2 of [#163](" in comment.body
 
 
 def test_an_attempt_listing_no_jobs_keeps_the_context_of_the_run(app: App, github: FakeGitHub) -> None:

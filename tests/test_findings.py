@@ -61,7 +61,8 @@ def test_a_failure_that_passed_on_a_rerun_is_success() -> None:
     (finding,) = r.findings
     assert finding.verdict is CommitVerdict.FLAKY and finding.advice is Advice.NOT_YOUR_CHANGE
     assert r.gate.conclusion is Conclusion.SUCCESS
-    assert r.gate.reason == "Success: the only failure, test_apply_coupon, passed on a rerun of the same commit."
+    reason = "Success: the only failure, tests/test_mod.py::test_apply_coupon, passed on a rerun of the same commit."
+    assert r.gate.reason == reason
 
 
 def test_a_failure_on_every_attempt_is_failure() -> None:
@@ -71,7 +72,7 @@ def test_a_failure_on_every_attempt_is_failure() -> None:
     )
     assert [f.verdict for f in r.findings] == [CommitVerdict.FAILING, CommitVerdict.FLAKY]
     assert r.gate.conclusion is Conclusion.FAILURE
-    assert r.gate.reason == "Failure: test_pdf_header failed on every attempt of 3484a3f."
+    assert r.gate.reason == "Failure: tests/test_mod.py::test_pdf_header failed on every attempt of 3484a3f."
 
 
 def test_a_single_failure_without_flaky_history_is_failure() -> None:
@@ -86,7 +87,7 @@ def test_a_single_failure_of_a_known_flaky_test_is_neutral() -> None:
     (finding,) = r.findings
     assert finding.known is not None and not finding.real and finding.advice is Advice.KNOWN_FLAKY
     assert r.gate.conclusion is Conclusion.NEUTRAL
-    assert r.gate.reason == "Neutral: test_catchup failed once and is known flaky; it was not rerun."
+    assert r.gate.reason == "Neutral: tests/test_mod.py::test_catchup failed once and is known flaky; it was not rerun."
     assert ("tests.mod::test_catchup", CTX) in r.known_flaky_now
 
 

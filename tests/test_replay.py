@@ -61,7 +61,7 @@ def test_dry_run_prints_the_check_run_and_the_comment(tmp_path: Path, capsys: py
     out = capsys.readouterr().out
     assert code == 0
     assert f"=== check run 'Flaketally' on {SHA}: completed, conclusion failure" in out
-    assert "failure .github/workflows/test.yml:1 tests.checkout::test_coupon" in out
+    assert "failure .github/workflows/test.yml:1 tests/checkout.py::test_coupon" in out
     assert "=== comment on pull request #2 (new)" in out
     assert "**undetermined**" in out
     assert not list(tmp_path.glob("*.db"))  # a dry run keeps nothing

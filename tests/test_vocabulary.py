@@ -126,7 +126,8 @@ def test_the_gate_for_a_test_broken_on_the_default_branch_is_the_repositorys_cho
     process(store, github, run)
     (check,) = [c for c in github.check_runs.values() if c.head_sha == run.head_sha]
     assert check.conclusion == conclusion
-    assert check.output["summary"].startswith(f"{conclusion.capitalize()}: `test_broken` fails on main too")
+    shown = "`tests/payments/test_checkout.py::test_broken`"
+    assert check.output["summary"].startswith(f"{conclusion.capitalize()}: {shown} fails on main too")
 
 
 def test_fail_on_new_flake_fails_a_pull_request_that_makes_a_stable_test_flaky(
@@ -140,7 +141,8 @@ def test_fail_on_new_flake_fails_a_pull_request_that_makes_a_stable_test_flaky(
     process(store, github, run)
     (check,) = [c for c in github.check_runs.values() if c.head_sha == run.head_sha]
     assert check.conclusion == "failure"
-    assert check.output["summary"].startswith("Failure: `test_flaky` was stable on main and is flaky on")
+    shown = "`tests/payments/test_checkout.py::test_flaky`"
+    assert check.output["summary"].startswith(f"Failure: {shown} was stable on main and is flaky on")
 
 
 def test_the_most_severe_conclusion_wins_and_says_why(store: Store, github: FakeGitHub) -> None:
@@ -153,4 +155,4 @@ def test_the_most_severe_conclusion_wins_and_says_why(store: Store, github: Fake
     report = process(store, github, run)
     assert [f.word for f in report.findings] == [Word.NEW_FAILURE, Word.BROKEN]
     assert report.gate.conclusion.value == "failure"
-    assert report.gate.reason.startswith("Failure: test_new failed on")
+    assert report.gate.reason.startswith("Failure: tests/payments/test_checkout.py::test_new failed on")

@@ -14,8 +14,9 @@ from enum import StrEnum
 
 from bot.core.baseline import NO_BASELINE, SHOWN_IN_ORDER, Baseline, Word, baseline, word_for
 from bot.core.cost import Cost, Measured, Rates, RerunTiming, measured_share
+from bot.core.display import display_id
 from bot.core.gate import Conclusion, Gate, GatePolicy, decide
-from bot.core.identity import ExecutionContext
+from bot.core.identity import ExecutionContext, test_id
 from bot.core.judge import judge
 from bot.core.observations import TestHistory, any_failed
 from bot.core.verdicts import (
@@ -64,6 +65,9 @@ class Finding:
     baseline: Baseline = NO_BASELINE
     newly_flaky: bool = False  # flaky here, and stable on the default branch in this context
     automatic: bool = False  # it passed on an attempt that Flaketally's automatic rerun started
+    display: str = ""  # the id as its runner prints it (``bot.core.display``)
+    recent: str = ""  # its last runs in this context, oldest first: ✓ passed, ✗ failed
+    flaky_since: str | None = None  # the day of its first same-code pass and failure in the window
     measured: Measured | None = None  # its share of the reruns that proved it flaky here, as GitHub timed them
 
     @property
@@ -122,6 +126,8 @@ class CommitReport:
     gate_policy: GatePolicy = field(default=DEFAULT_GATE)
     thresholds: Thresholds = field(default=DEFAULT_THRESHOLDS)
     branch: str | None = None  # the repository's default branch, when known
+    skipped: int = 0  # results skipped on the commit
+    seconds: float = 0.0  # the time its tests ran, every report together
 
     @property
     def gate(self) -> Gate:
@@ -186,6 +192,7 @@ def commit_report(
         )
         newly = gate_policy.fail_on_new_flake and _stable_on_branch(history, head_sha, default_commits, thresholds)
         rerun_passed = any((o.run_id, o.attempt) in automatic and "P" in o.outcomes for o in here)
+        shown = display_id(history.classname, history.name, history.file, _project(history))
         findings.append(
             Finding(
                 history.test_id,
@@ -201,6 +208,9 @@ def commit_report(
                 found,
                 newly,
                 rerun_passed,
+                shown,
+                _recent(history),
+                _since(history, judged.judgement),
             )
         )
     if timings:
@@ -222,6 +232,29 @@ def commit_report(
         thresholds,
         branch,
     )
+
+
+RECENT_RUNS = 10
+
+
+def _project(history: TestHistory) -> str | None:
+    """The Playwright project the stored id carries (``… [chromium]``), if any."""
+    base = test_id(history.classname, history.name, history.file)
+    rest = history.test_id[len(base) :]
+    return rest[2:-1] if rest.startswith(" [") and rest.endswith("]") else None
+
+
+def _recent(history: TestHistory) -> str:
+    marks = [("✗" if o.failed else "✓") for o in history.observations if o.outcomes.replace("S", "")]
+    return "".join(marks[-RECENT_RUNS:])
+
+
+def _since(history: TestHistory, judged: HistoryJudgement) -> str | None:
+    if not judged.proof_commits:
+        return None
+    first = judged.proof_commits[0]
+    dated = [o.started_at for o in history.observations if o.commit == first and o.started_at]
+    return min(dated)[:10] if dated else None
 
 
 def _rerun_passes(finding: Finding, head_sha: str) -> list[tuple[int, int]]:

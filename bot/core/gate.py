@@ -54,13 +54,13 @@ class GatePolicy:
 
 
 def _names(findings: Sequence[Finding], show: Callable[[str], str], limit: int = 3) -> str:
-    names = sorted({f.name for f in findings})
+    names = sorted({f.display or f.name for f in findings})
     shown = ", ".join(show(n) for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _one(findings: Sequence[Finding]) -> bool:
-    return len({f.name for f in findings}) == 1
+    return len({f.display or f.name for f in findings}) == 1
 
 
 def _as_is(name: str) -> str:

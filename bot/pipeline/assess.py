@@ -7,6 +7,7 @@ however long the repository's history is.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 
@@ -30,7 +31,7 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
     since = (now - timedelta(days=thresholds.window_days)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     branch = repository.default_branch(store, key)
     on_branch = repository.commits_on_branch(store, key, branch, since) if branch else set()
-    return commit_report(
+    report = commit_report(
         scope.repo,
         head_sha,
         store.history(scope.repo, wanted, since),
@@ -58,6 +59,8 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
         },
         timings=rerun_timings(scope, head_sha),
     )
+    skipped, seconds = rec.commit_totals(store, key, head_sha)
+    return dataclasses.replace(report, skipped=skipped, seconds=seconds)
 
 
 def rerun_timings(scope: Scope, head_sha: str) -> dict[tuple[int, int], RerunTiming]:
@@ -67,7 +70,7 @@ def rerun_timings(scope: Scope, head_sha: str) -> dict[tuple[int, int], RerunTim
     attempts = {(r.run_id, r.attempt): r for r in rec.runs_for_sha(store, key, head_sha)}
     timings = {}
     for run_id in sorted({run_id for run_id, attempt in attempts if attempt > 1}):
-        jobs = rec.jobs_of(store, key, run_id)
+        jobs = rec.jobs_of(store, key, run_id, every=True)
         for (rid, attempt), record in attempts.items():
             if rid != run_id or attempt < 2:
                 continue

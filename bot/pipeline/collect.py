@@ -96,7 +96,7 @@ def collect_attempt(
                 scope,
                 run,
                 f"artifact {name!r} of attempt {run.run_attempt} is missing: attempt {later} uploaded one of that "
-                "name, which replaces the earlier one when uploaded with `overwrite: true`, so attempt "
+                "name, which replaces the earlier one when uploaded with overwrite: true, so attempt "
                 f"{run.run_attempt}'s reports in it could not be read",
             )
 

@@ -17,6 +17,7 @@ from bot.github.payloads import CheckOutput
 from bot.pipeline.collect import workflow_file
 from bot.pipeline.port import Port
 from bot.pipeline.scope import Scope
+from bot.render.findings import Links
 from bot.store import Store, repository
 from bot.store import records as rec
 
@@ -42,16 +43,17 @@ def publish(
     scope: Scope, report: CommitReport, run: RunAttempt, check: rec.CheckRunRecord, pull_requests: Sequence[int]
 ) -> None:
     """Conclude the check run, write or clear each pull request's comment, remember who is known flaky."""
-    conclusion, output = _check_output(scope, report, run.path)
+    links = links_of(scope, report.head_sha)
+    conclusion, output = _check_output(scope, report, run.path, links)
     update_check(scope, run.head_sha, run.id, run.run_attempt, check, conclusion, output)
-    rejudge_commit_checks(scope, report, run)
+    rejudge_commit_checks(scope, report, run, links)
     mode = scope.options.settings.comment
     for number in pull_requests if mode is not CommentMode.OFF else ():
         comment_id = rec.comment_of(scope.store, scope.repo_key, number) or _find_comment(scope.gh, scope.repo, number)
         if report.has_something_to_say or mode is CommentMode.ALWAYS:
-            body = comment_body(report)
+            body = comment_body(report, links)
         elif comment_id is not None:
-            body = cleared_body(report)
+            body = cleared_body(report, links)
         else:
             continue
         if comment_id is None:
@@ -62,7 +64,7 @@ def publish(
     rec.set_known_flaky(scope.store, scope.repo_key, report.known_flaky_now)
 
 
-def rejudge_commit_checks(scope: Scope, report: CommitReport, run: RunAttempt) -> None:
+def rejudge_commit_checks(scope: Scope, report: CommitReport, run: RunAttempt, links: Links) -> None:
     """Every other concluded Flaketally check run of the commit takes the same judgement, so the final
     state does not depend on the order in which attempts and runs were processed. A check run still in
     progress (its attempt is running) is left to its own delivery; one that says nothing new is not sent."""
@@ -72,11 +74,27 @@ def rejudge_commit_checks(scope: Scope, report: CommitReport, run: RunAttempt) -
     for run_id, attempt, check in rec.check_runs_of_commit(scope.store, scope.repo_key, run.head_sha):
         if (run_id, attempt) == (run.id, run.run_attempt) or check.output_digest is None:
             continue
-        conclusion, output = _check_output(scope, report, paths.get((run_id, attempt)))
+        conclusion, output = _check_output(scope, report, paths.get((run_id, attempt)), links)
         update_check(scope, run.head_sha, run_id, attempt, check, conclusion, output)
 
 
-def _check_output(scope: Scope, report: CommitReport, workflow_path: str | None) -> tuple[CheckConclusion, CheckOutput]:
+def links_of(scope: Scope, head_sha: str) -> Links:
+    """Where the commit's runs, jobs and files are on GitHub, from what the store holds of its runs."""
+    runs = rec.runs_for_sha(scope.store, scope.repo_key, head_sha)
+    pages = [r.html_url for r in runs if r.html_url and "/actions/runs/" in r.html_url]
+    repo_url = pages[0].split("/actions/runs/", 1)[0] if pages else None
+    jobs = {
+        (j.run_id, j.attempt, j.name): j.html_url
+        for run_id in sorted({r.run_id for r in runs})
+        for j in rec.jobs_of(scope.store, scope.repo_key, run_id, every=True)
+        if j.html_url
+    }
+    return Links(repo_url, {r.run_id: (r.run_number, r.html_url) for r in runs}, jobs)
+
+
+def _check_output(
+    scope: Scope, report: CommitReport, workflow_path: str | None, links: Links
+) -> tuple[CheckConclusion, CheckOutput]:
     """The check run's output, with the rerun decisions of the commit, the configuration in force at its
     foot and what was wrong in it."""
     config = scope.options.config
@@ -88,6 +106,7 @@ def _check_output(scope: Scope, report: CommitReport, workflow_path: str | None)
     return check_output(
         report,
         workflow_file(workflow_path),
+        links=links,
         config_lines=config.lines(),
         config_problems=config.problems,
         rerun_lines=reruns,

@@ -67,7 +67,7 @@ def failed_here(report: CommitReport, run: RunAttempt) -> list[tuple[str, Word]]
 def jobs_without_report(scope: Scope, run: RunAttempt) -> list[str]:
     """The attempt's failed jobs that left no readable report. When a report cannot be told to a job (its
     context is named after its artifact), no job is said to lack one: a crash is not claimed on a guess."""
-    jobs = [j for j in rec.jobs_of(scope.store, scope.repo_key, run.id) if j.attempt == run.run_attempt]
+    jobs = [j for j in rec.jobs_of(scope.store, scope.repo_key, run.id, every=True) if j.attempt == run.run_attempt]
     names = {j.name for j in jobs}
     reported = {
         ExecutionContext.from_key(k).job

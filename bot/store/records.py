@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.store import Store
+from bot.store import Store, codec
 from bot.store.schema import (
     check_runs,
     comments,
@@ -163,18 +163,18 @@ def record_jobs(store: Store, repo_key: int, records: Iterable[JobRecord]) -> No
         _upsert(store, jobs, values, ["id"])
 
 
-def jobs_of(store: Store, repo_key: int, run_id: int) -> list[JobRecord]:
-    """The jobs stored for a run, every attempt, newest attempt first (one per name)."""
+def jobs_of(store: Store, repo_key: int, run_id: int, *, every: bool = False) -> list[JobRecord]:
+    """The jobs stored for a run, newest attempt first: one per name, or with ``every`` each attempt's."""
     with store.engine.connect() as conn:
         rows = conn.execute(
             sa.select(jobs)
             .where(jobs.c.repo_id == repo_key, jobs.c.run_id == run_id)
             .order_by(jobs.c.attempt.desc(), jobs.c.id)
         ).all()
-    found: dict[str, JobRecord] = {}
+    found: dict[object, JobRecord] = {}
     for r in rows:
         found.setdefault(
-            r.name,
+            r.id if every else r.name,
             JobRecord(
                 int(r.id),
                 int(r.run_id),
@@ -359,6 +359,26 @@ def commit_summary(store: Store, repo_key: int, head_sha: str) -> tuple[int, int
             )
         ).one()
     return int(count), int(results)
+
+
+def commit_totals(store: Store, repo_key: int, head_sha: str) -> tuple[int, float]:
+    """How many results were skipped on this commit, and the seconds its tests ran (every report)."""
+    skipped, seconds = 0, 0.0
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(reports.c.id, reports.c.skipped_ids, reports.c.passed_ms).where(
+                reports.c.repo_id == repo_key, reports.c.commit_sha == head_sha
+            )
+        ).all()
+        kept = conn.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(observations.c.duration), 0.0))
+            .join(reports, reports.c.id == observations.c.report_id)
+            .where(reports.c.repo_id == repo_key, reports.c.commit_sha == head_sha)
+        ).scalar()
+    for row in rows:
+        skipped += len(codec.unpack_ids(row.skipped_ids))
+        seconds += sum(codec.unpack_ms(row.passed_ms))
+    return skipped, seconds + float(kept or 0.0)
 
 
 def check_run_attempt(store: Store, repo_key: int, check_run_id: int) -> tuple[int, int] | None:

@@ -1,0 +1,63 @@
+"""A test's name as its runner prints it, so a developer can paste it into a command: the one display id
+used by the comment, the annotations, the check run and the CLI. The stored id (``bot.core.identity``)
+stays the key; this is only how a test is shown.
+
+Told from what the report holds (the runner is not stored):
+
+- pytest: ``tests/x.py::TestY::test_z[param]`` (the file from ``file``, else from the dotted module path;
+  the classes are the capitalised segments after it);
+- Go (gotestsum): ``example.com/pkg.TestName/sub``;
+- jest, vitest, Playwright with the spec file as classname: ``file › describe › name`` (vitest's ``>``
+  kept where the name uses it); jest-junit and mocha without a file: the full title as written;
+- JUnit (Surefire, Gradle): ``pkg.Class.method``;
+- anything else (libtest, nextest): the stored id.
+
+A Playwright project is added as ``[project]``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.core.identity import test_id
+
+_SCRIPT = re.compile(r"\.(?:[cm]?[jt]sx?)$")
+_PY_MODULE = re.compile(r"^[a-z_][a-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_GO_PACKAGE = re.compile(r"^[A-Za-z0-9_.\-~]+(?:/[A-Za-z0-9_.\-~]+)+$")
+_JAVA_CLASS = re.compile(r"^(?:[a-z_][A-Za-z0-9_]*\.)+[A-Z][A-Za-z0-9_$]*$")
+
+
+def _pytest_id(classname: str, name: str, file: str | None) -> str | None:
+    parts = classname.split(".") if classname else []
+    if file and file.endswith(".py"):
+        dotted = file[:-3].replace("/", ".").replace("\\", ".")
+        inner = classname[len(dotted) + 1 :].split(".") if classname.startswith(dotted + ".") else []
+        return "::".join([file, *[c for c in inner if c], name])
+    if not classname or not _PY_MODULE.match(classname) or not name.startswith("test"):
+        return None
+    split = next((i for i, p in enumerate(parts) if p[:1].isupper()), len(parts))
+    module, classes = parts[:split], parts[split:]
+    if not module or not any(p.startswith("test") or p.endswith("_test") or p == "tests" for p in module):
+        return None
+    return "::".join(["/".join(module) + ".py", *classes, name])
+
+
+def display_id(classname: str, name: str, file: str | None = None, project: str | None = None) -> str:
+    """How the test's runner prints it (module docstring)."""
+    shown = _pytest_id(classname, name, file)
+    if shown is None:
+        if classname and _GO_PACKAGE.match(classname) and name.startswith("Test"):
+            shown = f"{classname}.{name}"
+        elif classname and _SCRIPT.search(classname):
+            separator = " > " if " > " in name and " › " not in name else " › "
+            shown = f"{classname}{separator}{name}"
+        elif file and _SCRIPT.search(file) and classname != file:
+            separator = " > " if " > " in name and " › " not in name else " › "
+            shown = f"{file}{separator}{name}"
+        elif not classname or classname == name or name.startswith(classname + " ") or name.endswith(" " + classname):
+            shown = name
+        elif _JAVA_CLASS.match(classname):
+            shown = f"{classname}.{name}"
+        else:
+            return test_id(classname, name, file, project)
+    return f"{shown} [{project}]" if project else shown
