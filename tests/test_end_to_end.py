@@ -268,8 +268,11 @@ def test_injected_names_render_inert(app: App, github: FakeGitHub) -> None:
     for where, text in texts.items():
         assert text.count("<!-- flaketally:comment -->") == (1 if where == "comment" else 0), where
         assert len(text) <= 65_535
-        # names and messages appear only inside code spans (shown literally), or escaped
-        live = re.sub(r"(`+)(?:(?!\1).)+?\1", "", text)
+        # names and messages appear only inside code spans, fenced blocks and <code> elements of an HTML
+        # block (all shown literally; in <code> HTML-escaped), or escaped
+        live = re.sub(r"(?ms)^(`{3,})text\n.*?^\1$", "", text)
+        live = re.sub(r"<code>[^<]*</code>", "", live)
+        live = re.sub(r"(`+)(?:(?!\1).)+?\1", "", live)
         assert "evil" not in live and "xxxxxxxx" not in live, where
         for hostile in ("<img", "<script", "@octocat", "@org/team", "<!-- flaketally"):
             assert hostile not in live.replace(MARKER, ""), (where, hostile)

@@ -61,3 +61,24 @@ def display_id(classname: str, name: str, file: str | None = None, project: str 
         else:
             return test_id(classname, name, file, project)
     return f"{shown} [{project}]" if project else shown
+
+
+# path:line in a failure's text: a pytest frame line, or a path inside a trace (jest's "(src/x.test.ts:10:5)")
+_EXTENSIONS = r"(?:py|go|js|ts|jsx|tsx|mjs|cjs|java|kt|rb|rs|cs|php|swift|scala|ex|exs)"
+_PYTEST_FRAME = re.compile(rf"^(?P<path>[^\s:<>()]+\.{_EXTENSIONS}):(?P<line>\d+): ", re.MULTILINE)
+_ANY_FRAME = re.compile(rf"(?P<path>[^\s:<>()'\"]+\.{_EXTENSIONS}):(?P<line>\d+)")
+_WORKSPACE = re.compile(r"^(?:/home/runner/work/[^/]+/[^/]+/|/Users/runner/work/[^/]+/[^/]+/|/__w/[^/]+/[^/]+/)")
+_OUTSIDE = ("site-packages/", "node_modules/", "dist-packages/", "/usr/", "<")
+
+
+def failure_frame(details: str) -> tuple[str, int] | None:
+    """The file and line inside the repository that a failure's text names (the test's own frame), if
+    any: a pytest frame line first, else the first path in a trace; GitHub's workspace prefix is taken
+    off an absolute path; a path outside the repository (installed packages, absolute) is never used."""
+    for pattern in (_PYTEST_FRAME, _ANY_FRAME):
+        for found in pattern.finditer(details):
+            path = _WORKSPACE.sub("", found.group("path"))
+            if path.startswith(("/", "..", "./..")) or any(part in path for part in _OUTSIDE) or "/" not in path:
+                continue
+            return path.removeprefix("./"), int(found.group("line"))
+    return None

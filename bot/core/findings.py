@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from bot.core.baseline import NO_BASELINE, SHOWN_IN_ORDER, Baseline, Word, baseline, word_for
 from bot.core.cost import Cost, Measured, Rates, RerunTiming, measured_share
-from bot.core.display import display_id
+from bot.core.display import display_id, failure_frame
 from bot.core.gate import Conclusion, Gate, GatePolicy, decide
 from bot.core.identity import ExecutionContext, test_id
 from bot.core.judge import judge
@@ -68,6 +68,7 @@ class Finding:
     display: str = ""  # the id as its runner prints it (``bot.core.display``)
     recent: str = ""  # its last runs in this context, oldest first: ✓ passed, ✗ failed
     flaky_since: str | None = None  # the day of its first same-code pass and failure in the window
+    details: str = ""  # the failure's text on this commit (a stack trace), bounded
     measured: Measured | None = None  # its share of the reruns that proved it flaky here, as GitHub timed them
 
     @property
@@ -193,12 +194,16 @@ def commit_report(
         newly = gate_policy.fail_on_new_flake and _stable_on_branch(history, head_sha, default_commits, thresholds)
         rerun_passed = any((o.run_id, o.attempt) in automatic and "P" in o.outcomes for o in here)
         shown = display_id(history.classname, history.name, history.file, _project(history))
+        details = next((o.details for o in here if o.details), "")
+        file, line = history.file, history.line
+        if not file and details:  # pytest writes no file: the traceback names it
+            file, line = failure_frame(details) or (None, line)
         findings.append(
             Finding(
                 history.test_id,
                 history.name,
-                history.file,
-                history.line,
+                file,
+                line,
                 context,
                 commit,
                 judged.judgement,
@@ -211,6 +216,7 @@ def commit_report(
                 shown,
                 _recent(history),
                 _since(history, judged.judgement),
+                details,
             )
         )
     if timings:

@@ -224,13 +224,15 @@ class _Handler:
     def _start_child(self, entry: Entry, tag: str, attrs: dict[str, str]) -> None:
         message = attrs.get("message", "")
         self.child = _Child(tag, message, attrs.get("time", ""))
-        # Text is read only where it is used: a failure's first line when it has no message,
-        # Playwright's "Retry #N" sections, and the output of a failure that has no message
+        # Text is read only where it is used: a failure's text (its first line when it has no message,
+        # its details, Playwright's "Retry #N" sections), and the output of a failure that has no message
         # (libtest writes its panic there, after the failure).
         if tag == "system-out":
             wanted = entry.failures is not None and not entry.failures[0].message
+        elif tag in TEXT_OF:  # a failure's text: its first line when there is no message, and its details
+            wanted = True
         else:
-            wanted = tag in TEXT_OF and (not message or (self.playwright and tag == "failure"))
+            wanted = False
         if wanted:
             self.parser.CharacterDataHandler = self.characters
 
@@ -273,6 +275,8 @@ class _Handler:
             return
         message = first_line(child.message) or first_line(text)
         entry.add(child.tag, _float(child.time) or entry.time, message)
+        if not entry.details and text.strip():
+            entry.details = text.strip()[:_TEXT_CAP]
         if child.tag in runners.FINAL:
             entry.playwright_retries += child.retries
 

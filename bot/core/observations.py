@@ -30,6 +30,7 @@ class Observation(NamedTuple):
     outcomes: str  # one letter per attempt, in order (``LETTER``)
     seconds: float  # the attempts' runtimes added up
     message: str = ""
+    details: str = ""  # the first failure's text (a stack trace), bounded
 
     @property
     def failed(self) -> bool:

@@ -46,6 +46,7 @@ class TestResult:
     file: str | None = None
     line: int | None = None
     project: str | None = None
+    details: str = field(default="", compare=False)  # its first failure's text (a stack trace), bounded
     id: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -99,6 +99,7 @@ class Entry:
 
     __slots__ = (
         "classname",
+        "details",
         "earlier",
         "failures",
         "file",
@@ -136,6 +137,7 @@ class Entry:
         self.reruns: list[Attempt] | None = None  # rerunFailure / rerunError: after the first failure
         self.playwright_retries = 0
         self.system_out = ""
+        self.details = ""  # the text of its first failure-like child (a stack trace), bounded
 
     @property
     def plain(self) -> bool:
@@ -210,7 +212,8 @@ def merge(entries: Iterable[Entry], dialect: Dialect) -> tuple[list[TestResult],
             line += 1  # pytest's xunit1 writes 0-based lines
         if several_suites and (classname, name, file, project) in several_suites:  # several tests
             classname = bounded("::".join(p for p in (suite, classname) if p), MAX_NAME)
-        result = TestResult(classname, name, attempts, file, line, project)
+        details = next((one.details for one in group if one.details), "")
+        result = TestResult(classname, name, attempts, file, line, project, details)
         if result.id in taken:  # ids must be unique in a report; a contrived one may clash
             for n in itertools.count(2):
                 result = replace(result, name=bounded(f"{name} ({n})", MAX_NAME))

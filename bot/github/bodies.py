@@ -14,7 +14,17 @@ from bot.core.findings import CommitReport, Finding, decide
 from bot.github.limits import MAX_COMMENT, MAX_OUTPUT_TEXT
 from bot.github.models import AnnotationLevel, CheckConclusion
 from bot.github.payloads import Annotation, CheckOutput
-from bot.render.findings import ADVICE, Links, cost_lines, headline, history_line, prose, table, totals
+from bot.render.findings import (
+    ADVICE,
+    Links,
+    cost_lines,
+    failures,
+    headline,
+    history_line,
+    prose,
+    table,
+    totals,
+)
 from bot.render.markdown import code, neutralise, truncate
 
 MARKER = "<!-- flaketally:comment -->"
@@ -65,7 +75,7 @@ def comment_body(report: CommitReport, links: Links = NO_LINKS) -> str:
     parts = [MARKER, f"### Flaketally · {headline(report, links)}", ""]
     if report.findings:
         parts += [*table(report, links, advice=True, budget=MAX_COMMENT // 2), ""]
-    for section in (cost_lines(report), _known(report), _ended(report)):
+    for section in (failures(report), cost_lines(report), _known(report), _ended(report)):
         if section:
             parts += [*section, ""]
     if report.problems:
@@ -102,6 +112,7 @@ def _annotation(f: Finding, workflow_path: str, window_days: int) -> Annotation:
         level=level,
         message=truncate(neutralise(message, keep_newlines=True), MAX_ANNOTATION_MESSAGE),
         title=neutralise(f"{f.display or f.test_id} · {f.context.display()}"),
+        raw_details=neutralise(f.details, keep_newlines=True) if f.details else None,
     )
 
 

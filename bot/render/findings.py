@@ -9,6 +9,7 @@ needs (``prose``); Flaketally's own sentences are written plain.
 
 from __future__ import annotations
 
+import html
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from bot.core.baseline import SHOWN_IN_ORDER, Word
 from bot.core.findings import Advice, CommitReport, Finding
 from bot.core.verdicts import short
-from bot.render.markdown import code, neutralise, truncate
+from bot.render.markdown import block, code, neutralise, truncate
 
 ADVICE = {
     Advice.NOT_YOUR_CHANGE: "Not your change: it passed on a rerun of the same code; no need to touch it here.",
@@ -181,3 +182,27 @@ def totals(report: CommitReport, skipped: int, seconds: float) -> str:
 
 def names(findings: Sequence[Finding]) -> list[str]:
     return [f.display or f.name for f in findings]
+
+
+def failures(report: CommitReport, *, budget: int = 20_000) -> list[str]:
+    """Each failing test's failure text, collapsed, within a budget; the words that need one first."""
+    parts: list[str] = []
+    used = 0
+    for f in report.findings:
+        if not f.details or f.word is Word.FLAKY:
+            continue
+        piece = "\n".join(
+            [
+                f"<details><summary>Failure of <code>{html.escape(truncate(f.display or f.test_id, 200))}</code>"
+                f"</summary>",
+                "",
+                block(f.details),
+                "</details>",
+            ]
+        )
+        if used + len(piece) > budget:
+            parts.append("…more failures are in the check run's annotations.")
+            break
+        parts.append(piece)
+        used += len(piece)
+    return parts

@@ -35,3 +35,15 @@ _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>@~&:])")
 def plain(text: str, limit: int = 500) -> str:
     """Text shown as prose: every Markdown, HTML and mention character escaped."""
     return _SPECIAL.sub(r"\\\1", neutralise(truncate(text, limit)))
+
+
+def block(text: str, *, limit: int = 1500, lines: int = 25) -> str:
+    """A fenced block that shows ``text`` literally (a fence longer than any run of backticks in it),
+    cut to ``lines`` lines and ``limit`` characters with a line saying so."""
+    kept = text.splitlines()
+    cut = len(kept) > lines or len(text) > limit
+    shown = truncate("\n".join(kept[:lines]), limit)
+    shown = neutralise(shown, keep_newlines=True)
+    longest = max((len(m) for m in _BACKTICKS.findall(shown)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{shown}\n{fence}" + ("\n(cut; the check run's annotation holds more)" if cut else "")

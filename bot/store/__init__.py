@@ -24,7 +24,7 @@ from bot.store import codec
 from bot.store.schema import contexts, observations, reports, repos, tests
 
 # The newest migration in migrations/versions (a test checks it against alembic's own view).
-SCHEMA_HEAD = "0006"
+SCHEMA_HEAD = "0007"
 # the PostgreSQL advisory lock held while migrating (any 64-bit number no other tool uses)
 MIGRATION_LOCK = 0x666C616B65_7461
 _BATCH = 500
@@ -234,6 +234,7 @@ class Store:
                             "attempts": _attempts_json(result),
                             "duration": sum(a.duration for a in result.attempts),
                             "message": result.message,
+                            "details": result.details or None,
                         }
                         for test_pk, result in kept
                     ],
@@ -312,6 +313,7 @@ def _history_rows(conn: Connection, repo_key: int, wanted: set[str] | None, sinc
             observations.c.test_id,
             observations.c.attempts,
             observations.c.message,
+            observations.c.details,
         )
         .join(reports, reports.c.id == observations.c.report_id)
         .where(reports.c.repo_id == repo_key, recent)
@@ -327,9 +329,9 @@ def _histories(rows: _HistoryRows) -> list[TestHistory]:
     report_rows.sort(
         key=lambda r: (r.started_at or "", r.run_index or 0, r.commit_sha, r.attempt, r.run_id or 0, r.digest, r.id)
     )
-    kept: dict[int, list[tuple[int, str, str]]] = {}
+    kept: dict[int, list[tuple[int, str, str, str]]] = {}
     for row in kept_rows:
-        kept.setdefault(row.report_id, []).append((row.test_id, row.attempts, row.message))
+        kept.setdefault(row.report_id, []).append((row.test_id, row.attempts, row.message, row.details or ""))
     histories: dict[tuple[int, int], TestHistory] = {}
     # the observation lists of one context, by test: filled report by report in time order (a list is
     # never empty once made, so ``get(...) or list_of(...)`` makes each one once)
@@ -357,7 +359,7 @@ def _histories(rows: _HistoryRows) -> list[TestHistory]:
                 (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
                     Observation(order, commit, attempt, run_id, started, SKIPPED, 0.0)
                 )
-        for test_pk, attempts_json, message in kept.get(r.id, ()):
+        for test_pk, attempts_json, message, details in kept.get(r.id, ()):
             if test_pk in info:
                 attempts = json.loads(attempts_json)
                 (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
@@ -370,6 +372,7 @@ def _histories(rows: _HistoryRows) -> list[TestHistory]:
                         "".join(a[0] for a in attempts),
                         sum(a[1] for a in attempts),
                         message,
+                        details,
                     )
                 )
     return sorted(histories.values(), key=lambda h: (h.test_id, h.context))

@@ -89,6 +89,7 @@ observations = Table(
     Column("attempts", Text, nullable=False),
     Column("duration", Float, nullable=False),
     Column("message", Text, nullable=False),
+    Column("details", Text, nullable=True),
     UniqueConstraint("report_id", "test_id", name="uq_observations_report_test"),
     Index("ix_observations_test", "test_id"),
 )
