@@ -1,21 +1,28 @@
-"""The ``flaketally`` command."""
+"""flaketally: tells flaky test failures from real ones in JUnit reports, with the evidence and the cost.
+
+Each command imports what it needs when it runs, so ``--help`` answers at once.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from bot import __version__
 from bot.core.cost import Rates
 from bot.core.verdicts import SINGLE_FAIL_POLICIES, CommitVerdict
-from bot.local.analyze import analyze
-from bot.render.analysis import RENDERERS
 from bot.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, database_url
-from bot.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from bot.core.analysis import Analysis
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+FORMATS = ("json", "markdown", "text")  # bot.render.analysis.RENDERERS, named here so --help imports nothing
+EXIT_CODES = "exit codes: 0 nothing to report, 1 findings (flaky, broken or failing tests), 2 usage error or no report"
 
 
 def _positive(text: str) -> float:
@@ -29,11 +36,24 @@ def _positive(text: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flaketally", description=__doc__)
+    parser = argparse.ArgumentParser(prog="flaketally", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES)
+    parser.add_argument("--version", action="version", version=f"flaketally {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    a = commands.add_parser("analyze", help="judge JUnit reports on local files")
+    a = commands.add_parser(
+        "analyze",
+        help="judge JUnit reports on local files",
+        description="Judge the JUnit reports in the paths given: every test's verdict with its evidence, and what "
+        "the flakes cost.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     a.add_argument("paths", nargs="+", metavar="PATH", help="report files, or directories searched for *.xml")
-    a.add_argument("--format", choices=sorted(RENDERERS), default="text")
+    a.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text: one tab-separated record a line, sorted, for diffing; markdown: for a PR; json: versioned",
+    )
     a.add_argument(
         "--single-fail-policy",
         choices=[p.value for p in SINGLE_FAIL_POLICIES],
@@ -49,12 +69,13 @@ def _parser() -> argparse.ArgumentParser:
         default=defaults.developer_minutes_per_event,
         help="developer minutes lost per flaky event",
     )
-    a.add_argument("--currency", default=defaults.currency)
+    a.add_argument("--currency", default=defaults.currency, help="the label printed beside every figure")
     a.add_argument("--repo", default="local", help="the repository name the reports are stored under")
     a.add_argument(
         "--db",
         default=None,
-        help=f"store URL or SQLite path (default: $DATABASE_URL, else ./{DEFAULT_DATABASE_URL})",
+        help="keep the reports in this store (a SQLite path or a database URL) to judge them again with more "
+        "later; without it nothing is written",
     )
     serve = commands.add_parser("serve", help="run the webhook receiver (settings from the environment)")
     serve.add_argument("--host", default="127.0.0.1")
@@ -120,6 +141,7 @@ def _worker(args: argparse.Namespace) -> int:
     settings = _settings(require_app=True)
     if settings is None:
         return EXIT_USAGE
+    from bot.store import StoreError
     from workers.main import run_worker
 
     try:
@@ -134,6 +156,7 @@ def _replay(args: argparse.Namespace) -> int:
     from bot.local.replay import LocalGitHub, ReplayError, load_payload, render
     from bot.pipeline.attempt import process_workflow_run
     from bot.pipeline.scope import Options
+    from bot.store import Store, StoreError
 
     try:
         payload = load_payload(Path(args.payload))
@@ -168,31 +191,52 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    url = args.db or database_url()
-    try:
-        store = Store.open(url)
-    except StoreError as exc:
-        print(f"flaketally: {exc}", file=sys.stderr)
+    from bot.local.analyze import analyze
+    from bot.local.files import report_files
+    from bot.render.analysis import RENDERERS
+    from bot.store import Store, StoreError
+
+    files, _ = report_files(args.paths)
+    if not files:
+        missing = [p for p in args.paths if not Path(p).exists()]
+        why = f"no such file or directory: {', '.join(missing)}" if missing else "no *.xml report in the paths given"
+        print(f"flaketally: {why}", file=sys.stderr)
         return EXIT_USAGE
-    rates = Rates(args.compute_rate, args.developer_rate, args.developer_minutes, args.currency[:10])
-    try:
-        analysis = analyze(
-            store,
-            args.paths,
-            repo=args.repo,
-            policy=CommitVerdict(args.single_fail_policy),
-            rates=rates,
-            progress=_progress if sys.stderr.isatty() else None,
-        )
-    finally:
-        store.close()
-    sys.stdout.write(RENDERERS[args.format](analysis))
-    # on stderr, so that the same analysis run twice prints the same bytes on stdout
-    where = store.engine.url.render_as_string(hide_password=True)
-    print(f"flaketally: {analysis.new_reports} new of {analysis.usable} reports stored in {where}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="flaketally-analyze-") as scratch:
+        url = args.db or f"sqlite:///{scratch}/analysis.db"  # judged and thrown away unless --db names a store
+        if args.db and "://" not in args.db and not Path(args.db).expanduser().resolve().parent.is_dir():
+            print(f"flaketally: the folder of --db {args.db} does not exist", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            store = Store.open(url)
+        except StoreError as exc:
+            print(f"flaketally: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        rates = Rates(args.compute_rate, args.developer_rate, args.developer_minutes, args.currency[:10])
+        try:
+            analysis = analyze(
+                store,
+                args.paths,
+                repo=args.repo,
+                policy=CommitVerdict(args.single_fail_policy),
+                rates=rates,
+                progress=_progress if sys.stderr.isatty() else None,
+            )
+        finally:
+            store.close()
+    return _report(args, analysis, RENDERERS[args.format])
+
+
+def _report(args: argparse.Namespace, analysis: Analysis, render: Callable[[Analysis], str]) -> int:
     if analysis.usable == 0:
+        for warning in analysis.warnings:
+            print(f"flaketally: {warning.path}: {warning.message}", file=sys.stderr)
         print("flaketally: no usable report among the paths given", file=sys.stderr)
         return EXIT_USAGE
+    sys.stdout.write(render(analysis))
+    # on stderr, so that the same analysis run twice prints the same bytes on stdout
+    where = f"stored in {args.db}" if args.db else "judged in a throwaway store (--db keeps them)"
+    print(f"flaketally: {analysis.new_reports} new of {analysis.usable} reports {where}", file=sys.stderr)
     findings = analysis.collided_failures or any(t.is_finding for t in analysis.tests)
     return EXIT_FINDINGS if findings else EXIT_CLEAN
 

@@ -87,10 +87,52 @@ def test_exit_two_without_a_usable_report(tmp_path: Path, capsys: pytest.Capture
     broken = tmp_path / "broken.xml"
     broken.write_text("<testsuite><testcase")
     code, out, err = run(capsys, str(broken), str(tmp_path / "missing.xml"), "--db", str(tmp_path / "s.db"))
-    assert code == 2
-    assert f"warning\t{broken}\tnot well-formed XML" in out
-    assert f"warning\t{tmp_path / 'missing.xml'}\tno such file or directory" in out
+    assert (code, out) == (2, "")  # one clear line, no report
+    assert f"flaketally: {broken}: not well-formed XML" in err
+    assert f"flaketally: {tmp_path / 'missing.xml'}: no such file or directory" in err
     assert "no usable report" in err
+
+
+@pytest.mark.parametrize("what", ["missing", "empty folder"])
+def test_nothing_to_read_is_exit_two_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], what: str
+) -> None:
+    path = tmp_path / "nope" if what == "missing" else tmp_path
+    code, out, err = run(capsys, str(path))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("flaketally: ")
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even a store
+
+
+def test_without_db_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never into the App's store because DATABASE_URL happens to be set, never ./flaketally.db."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'app.db'}")
+    code, out, err = run(capsys, str(FLAKELEDGER))
+    assert code == 1 and out.startswith("policy\t")
+    assert list(tmp_path.iterdir()) == [] and "throwaway store" in err
+
+
+def test_version_and_a_fast_help(capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    import sys
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.startswith("flaketally 0.")
+    # --help imports no store and no analysis: what makes it answer at once
+    heavy = "('sqlalchemy', 'bot.store', 'bot.local')"
+    probe = f"import sys, bot.cli; print(sorted(m for m in sys.modules if m.startswith({heavy})))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+def test_the_help_names_the_formats_the_renderers_have() -> None:
+    from bot.cli import FORMATS
+    from bot.render.analysis import RENDERERS
+
+    assert sorted(RENDERERS) == list(FORMATS)
 
 
 def test_exit_two_on_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -277,9 +277,13 @@ def test_analyze_exits_clean_when_the_only_usable_report_passes(
 
 
 def test_analyze_exits_2_when_every_report_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No usable report: nothing on stdout, each refusal said on stderr with its reason, exit 2."""
     folder = hostile_folder(tmp_path, set(REFUSED))
-    code, doc, err = analyze_json(capsys, tmp_path / "s.db", folder, folder / "not-xml.bin")
-    assert refused_warnings(doc, folder) == REFUSED
-    assert doc["reports"] == {"read": 0, "refused": len(REFUSED)} and doc["tests"] == []
-    assert "no usable report" in err
-    assert code == 2
+    paths = [str(folder), str(folder / "not-xml.bin")]
+    code = main(["analyze", *paths, "--db", str(tmp_path / "s.db"), "--format", "json"])
+    captured = capsys.readouterr()
+    assert (code, captured.out) == (2, "")
+    lines = captured.err.splitlines()
+    for name, reason in REFUSED.items():
+        assert f"flaketally: {folder / name}: {reason}" in lines, name
+    assert "no usable report" in captured.err
