@@ -205,3 +205,27 @@ def test_two_tests_sharing_a_name_get_no_verdict_and_a_warning(
     (warning,) = [line for line in out.splitlines() if line.startswith("warning") and shared in line]
     assert "different tests sharing one name, not retries (1 of them failed): left out of the verdicts" in warning
     assert code == 1  # a failure was seen and could not be judged: not a clean run
+
+
+def test_json_names_the_failure_and_where_it_is_and_a_skipped_only_test_is_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "report.xml"
+    report.write_text(
+        '<testsuite name="pytest" commit="a1b2c3d">'
+        '<testcase classname="tests.test_cart" name="test_total"><failure message="assert 100 == 90">'
+        "def test_total():\n&gt;       assert total() == 90\nE       assert 100 == 90\n\n"
+        "tests/test_cart.py:12: AssertionError</failure></testcase>"
+        '<testcase classname="tests.test_cart" name="test_later"><skipped message="not yet"/></testcase>'
+        "</testsuite>"
+    )
+    code, out, _ = run(capsys, str(report), "--format", "json")
+    tests = {t["name"]: t for t in json.loads(out)["tests"]}
+    total = tests["test_total"]
+    assert (total["message"], total["file"], total["line"]) == ("assert 100 == 90", "tests/test_cart.py", 12)
+    assert total["display"] == "tests/test_cart.py::test_total"
+    assert (
+        tests["test_later"]["verdict"] == "skipped"
+        and tests["test_later"]["evidence"] == "skipped on all 1 run on 1 commit"
+    )
+    assert code == 1

@@ -54,6 +54,7 @@ class TestVerdict(StrEnum):
     REGRESSION = "regression"
     STABLE = "stable"
     INSUFFICIENT_DATA = "insufficient_data"
+    SKIPPED = "skipped"  # it never ran in the window: every observation skipped it
 
 
 TestVerdict.__test__ = False  # type: ignore[attr-defined]  # not a pytest test class
@@ -245,6 +246,10 @@ def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THR
     ran = [o for o in observations if o.outcomes != "S" and o.outcomes.replace("S", "")]
     letters = "".join([o.outcomes for o in ran]).replace("S", "")
     n = len(letters)
+    if not ran and observations:  # skipped every time: nothing to judge, and it says so
+        commits = len({o.commit for o in observations})
+        evidence = f"skipped on all {_plural(len(observations), 'run')} on {_plural(commits, 'commit')}"
+        return HistoryJudgement(TestVerdict.SKIPPED, 0.0, 0.0, 0, 0, 0, commits, (), None, evidence)
     if "F" not in letters and "E" not in letters:  # the common case: it never failed
         commits = len({o.commit for o in ran})
         counts = f"failed 0 of {len(ran)} runs on {_plural(commits, 'commit')}"

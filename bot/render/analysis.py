@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from bot.core.analysis import Analysis
+from bot.core.display import display_id, failure_frame
 from bot.core.judge import TestAnalysis
 from bot.core.verdicts import CommitJudgement, CommitVerdict, TestVerdict
 from bot.render.markdown import code, plain
@@ -66,15 +67,28 @@ def _commit_json(c: CommitJudgement) -> dict[str, Any]:
     }
 
 
+def _failure(t: TestAnalysis) -> tuple[str | None, str | None, int | None]:
+    """The latest failure's message, and the file and line: the report's, else its traceback's."""
+    failed = [o for o in t.history.observations if o.failed]
+    latest = failed[-1] if failed else None
+    file, line = t.history.file, t.history.line
+    if not file and latest is not None and latest.details:
+        file, line = failure_frame(latest.details) or (None, line)
+    return (latest.message or None) if latest else None, file, line
+
+
 def _test_json(t: TestAnalysis) -> dict[str, Any]:
     h, j = t.history, t.judgement
+    message, file, line = _failure(t)
     return {
         "classname": h.classname,
         "name": h.name,
         "id": h.test_id,
+        "display": display_id(h.classname, h.name, h.file),
         "family": h.family,
-        "file": h.file,
-        "line": h.line,
+        "file": file,
+        "line": line,
+        "message": message,
         "context": {"key": h.context, "display": t.context.display()},
         "verdict": j.verdict.value,
         "score": round(j.score, 6),
