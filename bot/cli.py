@@ -191,10 +191,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from bot.local.analyze import analyze
     from bot.local.files import report_files
+    from bot.local.memory import MAX_BYTES
     from bot.render.analysis import RENDERERS
-    from bot.store import Store, StoreError
 
     files, _ = report_files(args.paths)
     if not files:
@@ -202,26 +201,29 @@ def _analyze(args: argparse.Namespace) -> int:
         why = f"no such file or directory: {', '.join(missing)}" if missing else "no *.xml report in the paths given"
         print(f"flaketally: {why}", file=sys.stderr)
         return EXIT_USAGE
+    if args.db and "://" not in args.db and not Path(args.db).expanduser().resolve().parent.is_dir():
+        print(f"flaketally: the folder of --db {args.db} does not exist", file=sys.stderr)
+        return EXIT_USAGE
+    rates = Rates(args.compute_rate, args.developer_rate, args.developer_minutes, args.currency[:10])
+    progress = _progress if sys.stderr.isatty() else None
+    policy = CommitVerdict(args.single_fail_policy)
+    if not args.db and sum(f.stat().st_size for f in files) <= MAX_BYTES:
+        from bot.local.analyze import analyze_in_memory  # no database layer to import: starts at once
+
+        analysis = analyze_in_memory(args.paths, repo=args.repo, policy=policy, rates=rates, progress=progress)
+        return _report(args, analysis, RENDERERS[args.format])
+    from bot.local.analyze import analyze
+    from bot.store import Store, StoreError
+
     with tempfile.TemporaryDirectory(prefix="flaketally-analyze-") as scratch:
         url = args.db or f"sqlite:///{scratch}/analysis.db"  # judged and thrown away unless --db names a store
-        if args.db and "://" not in args.db and not Path(args.db).expanduser().resolve().parent.is_dir():
-            print(f"flaketally: the folder of --db {args.db} does not exist", file=sys.stderr)
-            return EXIT_USAGE
         try:
             store = Store.open(url)
         except StoreError as exc:
             print(f"flaketally: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        rates = Rates(args.compute_rate, args.developer_rate, args.developer_minutes, args.currency[:10])
         try:
-            analysis = analyze(
-                store,
-                args.paths,
-                repo=args.repo,
-                policy=CommitVerdict(args.single_fail_policy),
-                rates=rates,
-                progress=_progress if sys.stderr.isatty() else None,
-            )
+            analysis = analyze(store, args.paths, repo=args.repo, policy=policy, rates=rates, progress=progress)
         finally:
             store.close()
     return _report(args, analysis, RENDERERS[args.format])

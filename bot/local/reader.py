@@ -9,13 +9,16 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.core.analysis import FileWarning
+from bot.core.identity import RunIdentity
 from bot.core.junit import parse
-from bot.core.results import ReportRefused
+from bot.core.results import Report, ReportRefused
 from bot.local.files import identify
-from bot.store import Store
+
+if TYPE_CHECKING:
+    from bot.store import Store
 
 Progress = Callable[[int, int, str], None]
 
@@ -32,7 +35,13 @@ class Read:
     collided_failures: int = 0  # names shared by several tests, one of which failed: not judged
 
 
-def read_and_store(store: Store, path: Path, repo: str, write_lock: AbstractContextManager[Any] | None = None) -> Read:
+class Ingests(Protocol):
+    def ingest(self, report: Report, run: RunIdentity) -> bool: ...
+
+
+def read_and_store(
+    store: Ingests, path: Path, repo: str, write_lock: AbstractContextManager[Any] | None = None
+) -> Read:
     """Parse one report, tell its run, store it (holding ``write_lock`` while storing, when given)."""
     try:
         with path.open("rb") as stream:
@@ -55,6 +64,8 @@ _worker_lock: AbstractContextManager[Any] | None = None
 
 def _worker_start(url: str, lock: AbstractContextManager[Any] | None) -> None:
     global _worker_store, _worker_lock
+    from bot.store import Store
+
     _worker_store = Store(url)  # migrated already by the parent
     _worker_lock = lock
 

@@ -161,7 +161,7 @@ class Store:
                     "file": r.file,
                     "line": r.line,
                 }
-                for key, r in keys.items()
+                for key, r in sorted(keys.items())  # one order for every writer: no deadlock on the unique key
                 if r.id not in cache
             ]
             for start in range(0, len(missing), _BATCH):
