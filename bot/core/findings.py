@@ -18,7 +18,7 @@ from bot.core.display import display_id, failure_frame
 from bot.core.gate import Conclusion, Gate, GatePolicy, decide
 from bot.core.identity import ExecutionContext, test_id
 from bot.core.judge import judge
-from bot.core.observations import TestHistory, any_failed
+from bot.core.observations import Observation, TestHistory, any_failed
 from bot.core.verdicts import (
     DEFAULT_THRESHOLDS,
     CommitJudgement,
@@ -170,6 +170,7 @@ def commit_report(
     findings = []
     known_now: set[tuple[str, str]] = set()
     ended = []
+    where = _Where(head_sha, policy, rates, thresholds, gate_policy, branch, default_commits, base_commits, automatic)
     for history in histories:
         known = known_flaky(history.observations, now)
         key = (history.test_id, history.context)
@@ -183,42 +184,8 @@ def commit_report(
             else:  # remembered until its history shows it recovered
                 known_now.add(key)
         here = [o for o in history.observations if o.commit == head_sha]
-        if not any_failed(here):
-            continue
-        judged = judge(history, policy, rates, thresholds)  # the same judgement and cost `flaketally analyze` gives
-        commit = next(c for c in judged.commits if c.commit == head_sha)
-        message = next((o.message for o in here if o.message), "")
-        found = baseline(
-            history.observations, head_sha, branch=branch, default_commits=default_commits, base_commits=base_commits
-        )
-        newly = gate_policy.fail_on_new_flake and _stable_on_branch(history, head_sha, default_commits, thresholds)
-        rerun_passed = any((o.run_id, o.attempt) in automatic and "P" in o.outcomes for o in here)
-        shown = display_id(history.classname, history.name, history.file, _project(history))
-        details = next((o.details for o in here if o.details), "")
-        file, line = history.file, history.line
-        if not file and details:  # pytest writes no file: the traceback names it
-            file, line = failure_frame(details) or (None, line)
-        findings.append(
-            Finding(
-                history.test_id,
-                history.name,
-                file,
-                line,
-                context,
-                commit,
-                judged.judgement,
-                known,
-                judged.cost,
-                message,
-                found,
-                newly,
-                rerun_passed,
-                shown,
-                _recent(history),
-                _since(history, judged.judgement),
-                details,
-            )
-        )
+        if any_failed(here):
+            findings.append(_finding(history, here, known, context, where))
     if timings:
         findings = _with_measured(findings, head_sha, timings)
     findings.sort(key=lambda f: (_ORDER[f.word], f.test_id, f.context.key()))
@@ -241,6 +208,65 @@ def commit_report(
 
 
 RECENT_RUNS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """What every finding of one commit is judged against."""
+
+    head_sha: str
+    policy: CommitVerdict
+    rates: Rates
+    thresholds: Thresholds
+    gate_policy: GatePolicy
+    branch: str | None
+    default_commits: Collection[str]
+    base_commits: Collection[str]
+    automatic: Collection[tuple[int, int]]
+
+
+def _finding(
+    history: TestHistory,
+    here: Sequence[Observation],
+    known: KnownFlaky | None,
+    context: ExecutionContext,
+    w: _Where,
+) -> Finding:
+    """One test that failed on the commit: its judgement (the same `flaketally analyze` gives), the word
+    the default branch and the base give it, and what the comment shows of it."""
+    judged = judge(history, w.policy, w.rates, w.thresholds)
+    commit = next(c for c in judged.commits if c.commit == w.head_sha)
+    found = baseline(
+        history.observations,
+        w.head_sha,
+        branch=w.branch,
+        default_commits=w.default_commits,
+        base_commits=w.base_commits,
+    )
+    newly = w.gate_policy.fail_on_new_flake and _stable_on_branch(history, w.head_sha, w.default_commits, w.thresholds)
+    details = next((o.details for o in here if o.details), "")
+    file, line = history.file, history.line
+    if not file and details:  # pytest writes no file: the traceback names it
+        file, line = failure_frame(details) or (None, line)
+    return Finding(
+        history.test_id,
+        history.name,
+        file,
+        line,
+        context,
+        commit,
+        judged.judgement,
+        known,
+        judged.cost,
+        next((o.message for o in here if o.message), ""),
+        found,
+        newly,
+        any((o.run_id, o.attempt) in w.automatic and "P" in o.outcomes for o in here),
+        display_id(history.classname, history.name, history.file, _project(history)),
+        _recent(history),
+        _since(history, judged.judgement),
+        details,
+    )
 
 
 def _project(history: TestHistory) -> str | None:
