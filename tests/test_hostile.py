@@ -287,3 +287,33 @@ def test_analyze_exits_2_when_every_report_is_refused(tmp_path: Path, capsys: py
     for name, reason in REFUSED.items():
         assert f"flaketally: {folder / name}: {reason}" in lines, name
     assert "no usable report" in captured.err
+
+
+@pytest.mark.parametrize("name", sorted([*REFUSED, *READ]))
+def test_the_parser_refuses_what_defusedxmls_own_parser_refuses(name: str) -> None:
+    """The reader drives expat with defusedxml's refusing handlers itself (bot/core/junit.py): file by
+    file it must refuse with the same defusedxml exception as defusedxml's own parser, or read what it
+    reads."""
+    import xml.sax
+
+    from defusedxml.common import DefusedXmlException
+    from defusedxml.sax import parse as defused_parse
+
+    try:
+        defused_parse(str(HOSTILE / name), xml.sax.ContentHandler(), forbid_dtd=True)
+        theirs = None
+    except DefusedXmlException as exc:
+        theirs = type(exc).__name__
+    except xml.sax.SAXParseException:
+        theirs = "not well-formed"
+    try:
+        with (HOSTILE / name).open("rb") as stream:
+            parse(stream)
+        ours = ""
+    except ReportRefused as exc:
+        ours = str(exc)
+    defused = ("DTDForbidden", "EntitiesForbidden", "ExternalReferenceForbidden")
+    if theirs in defused:
+        assert ours.startswith(f"refused: {theirs} "), (theirs, ours)
+    else:  # defusedxml reads it or finds it malformed: ours claims no defusedxml refusal (it may have its own)
+        assert not any(kind in ours for kind in defused), (theirs, ours)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +80,9 @@ PARALLEL_FROM = 16
 def read_all(store: Store, files: Sequence[Path], repo: str, progress: Progress | None) -> Iterator[Read]:
     """Every file read and stored, in the order given; on several cores when there are many files and
     the store is one that several processes can share (a file or a server, not SQLite in memory)."""
+    import multiprocessing  # only here: the in-memory analysis never needs it, and it costs start-up time
+    from concurrent.futures import ProcessPoolExecutor
+
     processes = min(os.cpu_count() or 1, 4)
     url = store.engine.url
     shareable = url.get_backend_name() != "sqlite" or url.database not in (None, "", ":memory:")
