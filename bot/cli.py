@@ -6,6 +6,7 @@ Each command imports what it needs when it runs, so ``--help`` answers at once.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from bot.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, database
 
 if TYPE_CHECKING:
     from bot.core.analysis import Analysis
+    from bot.store import Store
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 FORMATS = ("json", "markdown", "text")  # bot.render.analysis.RENDERERS, named here so --help imports nothing
@@ -156,7 +158,6 @@ def _replay(args: argparse.Namespace) -> int:
     from bot.local.replay import LocalGitHub, ReplayError, load_payload, render
     from bot.pipeline.attempt import process_workflow_run
     from bot.pipeline.scope import Options
-    from bot.store import Store, StoreError
 
     try:
         payload = load_payload(Path(args.payload))
@@ -165,11 +166,8 @@ def _replay(args: argparse.Namespace) -> int:
         print(f"flaketally: {exc}", file=sys.stderr)
         return EXIT_USAGE
     with tempfile.TemporaryDirectory(prefix="flaketally-replay-") as scratch:
-        url = f"sqlite:///{scratch}/replay.db" if args.dry_run else (args.db or database_url())
-        try:
-            store = Store.open(url)
-        except StoreError as exc:
-            print(f"flaketally: {exc}", file=sys.stderr)
+        store = _open_store(f"sqlite:///{scratch}/replay.db" if args.dry_run else (args.db or database_url()))
+        if store is None:
             return EXIT_USAGE
         try:
             installation = payload.get("installation") or {}
@@ -195,7 +193,7 @@ def _analyze(args: argparse.Namespace) -> int:
     from bot.local.memory import MAX_BYTES
     from bot.render.analysis import RENDERERS
 
-    files, _ = report_files(args.paths)
+    files, warnings = report_files(args.paths)
     if not files:
         missing = [p for p in args.paths if not Path(p).exists()]
         why = f"no such file or directory: {', '.join(missing)}" if missing else "no *.xml report in the paths given"
@@ -204,29 +202,40 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.db and "://" not in args.db and not Path(args.db).expanduser().resolve().parent.is_dir():
         print(f"flaketally: the folder of --db {args.db} does not exist", file=sys.stderr)
         return EXIT_USAGE
-    rates = Rates(args.compute_rate, args.developer_rate, args.developer_minutes, args.currency[:10])
-    progress = _progress if sys.stderr.isatty() else None
-    policy = CommitVerdict(args.single_fail_policy)
+    from bot.local.analyze import analyze_files
+
+    judged = functools.partial(
+        analyze_files,
+        files=files,
+        warnings=warnings,
+        repo=args.repo,
+        policy=CommitVerdict(args.single_fail_policy),
+        rates=Rates(args.compute_rate, args.developer_rate, args.developer_minutes, args.currency[:10]),
+        progress=_progress if sys.stderr.isatty() else None,
+    )
     if not args.db and sum(f.stat().st_size for f in files) <= MAX_BYTES:
-        from bot.local.analyze import analyze_in_memory  # no database layer to import: starts at once
-
-        analysis = analyze_in_memory(args.paths, repo=args.repo, policy=policy, rates=rates, progress=progress)
-        return _report(args, analysis, RENDERERS[args.format])
-    from bot.local.analyze import analyze
-    from bot.store import Store, StoreError
-
+        # judged in memory: no database layer to import, so it starts at once
+        return _report(args, judged(None), RENDERERS[args.format])
     with tempfile.TemporaryDirectory(prefix="flaketally-analyze-") as scratch:
-        url = args.db or f"sqlite:///{scratch}/analysis.db"  # judged and thrown away unless --db names a store
-        try:
-            store = Store.open(url)
-        except StoreError as exc:
-            print(f"flaketally: {exc}", file=sys.stderr)
+        store = _open_store(args.db or f"sqlite:///{scratch}/analysis.db")  # thrown away unless --db names one
+        if store is None:
             return EXIT_USAGE
         try:
-            analysis = analyze(store, args.paths, repo=args.repo, policy=policy, rates=rates, progress=progress)
+            analysis = judged(store)
         finally:
             store.close()
     return _report(args, analysis, RENDERERS[args.format])
+
+
+def _open_store(url: str) -> Store | None:
+    """The store at ``url``, migrated; None (having said why) when it cannot be opened."""
+    from bot.store import Store, StoreError
+
+    try:
+        return Store.open(url)
+    except StoreError as exc:
+        print(f"flaketally: {exc}", file=sys.stderr)
+        return None
 
 
 def _report(args: argparse.Namespace, analysis: Analysis, render: Callable[[Analysis], str]) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.core.verdicts import CommitVerdict
-from bot.local.analyze import analyze, analyze_in_memory
+from bot.local.analyze import analyze
 from bot.render.analysis import RENDERERS
 from bot.store import Store
 from tests.conftest import FIXTURES
@@ -29,7 +29,7 @@ def test_in_memory_and_through_a_store_say_the_same(name: str, fmt: str, store: 
     paths = [str(p) for p in HISTORIES[name]]
     for policy in (CommitVerdict.UNDETERMINED, CommitVerdict.FLAKY):
         stored = analyze(store, paths, repo=f"{name}-{policy}", policy=policy)
-        held = analyze_in_memory(paths, repo=f"{name}-{policy}", policy=policy)
+        held = analyze(None, paths, repo=f"{name}-{policy}", policy=policy)
         render = RENDERERS[fmt]
         assert render(held) == render(stored)
         assert (held.files, held.refused, held.new_reports) == (stored.files, stored.refused, stored.new_reports)

@@ -1,27 +1,31 @@
-"""``flaketally analyze``: read local reports, store them, judge and cost every test seen.
+"""``flaketally analyze``: read local reports, keep them, judge and cost every test seen.
 
 This is what the GitHub workers do too, minus the GitHub part: read, store, judge (``bot.core.judge``).
+Without a store the reports are held in memory (``bot.local.memory``) and read back as a store would.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.core.analysis import Analysis
+from bot.core.analysis import Analysis, FileWarning
 from bot.core.cost import Rates
 from bot.core.judge import judge
+from bot.core.observations import TestHistory
 from bot.core.verdicts import CommitVerdict
 from bot.local.files import report_files
 from bot.local.memory import MemoryHistory
-from bot.local.reader import Progress, read_all, read_and_store
+from bot.local.reader import Progress, Read, read_all, read_and_store
 
 if TYPE_CHECKING:
     from bot.store import Store
 
 
 def analyze(
-    store: Store,
+    store: Store | None,
     paths: Sequence[str],
     *,
     repo: str = "local",
@@ -29,40 +33,45 @@ def analyze(
     rates: Rates | None = None,
     progress: Progress | None = None,
 ) -> Analysis:
+    """The reports in ``paths`` judged: kept in ``store``, or in memory when it is None."""
     files, warnings = report_files(paths)
-    result = Analysis(policy=policy, rates=rates or Rates(), warnings=warnings, files=len(files))
+    return analyze_files(store, files, warnings, repo=repo, policy=policy, rates=rates, progress=progress)
+
+
+def analyze_files(
+    store: Store | None,
+    files: Sequence[Path],
+    warnings: Sequence[FileWarning] = (),
+    *,
+    repo: str = "local",
+    policy: CommitVerdict = CommitVerdict.UNDETERMINED,
+    rates: Rates | None = None,
+    progress: Progress | None = None,
+) -> Analysis:
+    """``analyze`` of files already found (``report_files``)."""
+    result = Analysis(policy=policy, rates=rates or Rates(), warnings=list(warnings), files=len(files))
+    reads: Iterable[Read]
+    history: Callable[[set[str]], list[TestHistory]]
+    if store is None:
+        memory = MemoryHistory()
+        reads = (read_and_store(memory, path, repo) for path in _announced(files, progress))
+        history = memory.history
+    else:
+        reads = read_all(store, files, repo, progress)
+        history = functools.partial(store.history, repo)
     seen: set[str] = set()
-    for read in read_all(store, files, repo, progress):
+    for read in reads:
         result.warnings.extend(read.warnings)
         result.refused += read.refused
         result.new_reports += read.new
         result.collided_failures += read.collided_failures
         seen |= read.ids
-    result.tests = [judge(h, policy, result.rates) for h in store.history(repo, seen)]
+    result.tests = [judge(h, policy, result.rates) for h in history(seen)]
     return result
 
 
-def analyze_in_memory(
-    paths: Sequence[str],
-    *,
-    repo: str = "local",
-    policy: CommitVerdict = CommitVerdict.UNDETERMINED,
-    rates: Rates | None = None,
-    progress: Progress | None = None,
-) -> Analysis:
-    """``analyze`` without a store: the same judgement, for inputs small enough to hold in memory."""
-    files, warnings = report_files(paths)
-    result = Analysis(policy=policy, rates=rates or Rates(), warnings=warnings, files=len(files))
-    memory = MemoryHistory()
-    seen: set[str] = set()
+def _announced(files: Sequence[Path], progress: Progress | None) -> Iterator[Path]:
     for index, path in enumerate(files, 1):
         if progress:
             progress(index, len(files), str(path))
-        read = read_and_store(memory, path, repo)
-        result.warnings.extend(read.warnings)
-        result.refused += read.refused
-        result.new_reports += read.new
-        result.collided_failures += read.collided_failures
-        seen |= read.ids
-    result.tests = [judge(h, policy, result.rates) for h in memory.history(seen)]
-    return result
+        yield path
