@@ -211,6 +211,6 @@ def test_tests_on_commit_and_commit_summary_count_that_commit_only(store: Store)
     assert rec.tests_on_commit(store, key, "c1") == {failed.id, retried.id, result("test_e").id}
     assert rec.tests_on_commit(store, key, "c2") == {result("test_f").id}
     assert rec.tests_on_commit(store, key, "c3") == set()
-    assert rec.commit_summary(store, key, "c1") == (2, 6)
-    assert rec.commit_summary(store, key, "c2") == (1, 2)
-    assert rec.commit_summary(store, key, "c3") == (0, 0)
+    assert rec.commit_summary(store, key, "c1")[:2] == (2, 6)
+    assert rec.commit_summary(store, key, "c2")[:2] == (1, 2)
+    assert rec.commit_summary(store, key, "c3")[:2] == (0, 0)

@@ -24,7 +24,7 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
     previously = frozenset(k for k in rec.known_flaky_keys(store, key) if not settings.ignores(k[0]))
     on_commit = {t for t in rec.tests_on_commit(store, key, head_sha) if not settings.ignores(t)}
     wanted = on_commit | {t for t, _ in previously}
-    reports, results = rec.commit_summary(store, key, head_sha)
+    summary = rec.commit_summary(store, key, head_sha)
     problems = repository.problems_of_commit(store, key, head_sha)
     thresholds = settings.history.thresholds()
     # GitHub's times read "2026-12-01T10:00:00Z": in that form the window is a string comparison
@@ -39,8 +39,8 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
         rates=scope.options.rates,
         now=now,
         previously_known=previously,
-        tests_seen=results,
-        reports=reports,
+        tests_seen=summary.results,
+        reports=summary.reports,
         problems=list(dict.fromkeys(p.text for p in problems)),
         unjudged=sorted({p.unjudged_failure for p in problems if p.unjudged_failure}),
         gate_policy=GatePolicy(
@@ -59,8 +59,7 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
         },
         timings=rerun_timings(scope, head_sha),
     )
-    skipped, seconds = rec.commit_totals(store, key, head_sha)
-    return dataclasses.replace(report, skipped=skipped, seconds=seconds)
+    return dataclasses.replace(report, skipped=summary.skipped, seconds=summary.seconds)
 
 
 def rerun_timings(scope: Scope, head_sha: str) -> dict[tuple[int, int], RerunTiming]:

@@ -90,8 +90,10 @@ def collect_attempt(
             note(scope, run, f"artifact {artifact.name!r} of attempt {run.run_attempt} has expired")
             continue
         ingest_artifact(scope, run, artifact, jobs)
-    for name, later in replaced_artifacts(run.run_attempt, artifacts, attempts, scope.options.artifact_patterns):
-        if not rec.stored_artifact_names(scope.store, scope.repo_key, run.id, run.run_attempt) & {name}:
+    replaced = replaced_artifacts(run.run_attempt, artifacts, attempts, scope.options.artifact_patterns)
+    read = rec.stored_artifact_names(scope.store, scope.repo_key, run.id, run.run_attempt) if replaced else set()
+    for name, later in replaced:
+        if name not in read:
             note(
                 scope,
                 run,

@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bot.config.schema import CommentMode
 from bot.core.findings import CommitReport
@@ -43,17 +44,18 @@ def publish(
     scope: Scope, report: CommitReport, run: RunAttempt, check: rec.CheckRunRecord, pull_requests: Sequence[int]
 ) -> None:
     """Conclude the check run, write or clear each pull request's comment, remember who is known flaky."""
-    links = links_of(scope, report.head_sha)
-    conclusion, output = _check_output(scope, report, run.path, links)
+    runs = rec.runs_for_sha(scope.store, scope.repo_key, report.head_sha)
+    shown = Shown(links_of(scope, runs), rerun_lines(scope, report.head_sha, runs))
+    conclusion, output = _check_output(scope, report, run.path, shown)
     update_check(scope, run.head_sha, run.id, run.run_attempt, check, conclusion, output)
-    rejudge_commit_checks(scope, report, run, links)
+    rejudge_commit_checks(scope, report, run, runs, shown)
     mode = scope.options.settings.comment
     for number in pull_requests if mode is not CommentMode.OFF else ():
         comment_id = rec.comment_of(scope.store, scope.repo_key, number) or _find_comment(scope.gh, scope.repo, number)
         if report.has_something_to_say or mode is CommentMode.ALWAYS:
-            body = comment_body(report, links)
+            body = comment_body(report, shown.links)
         elif comment_id is not None:
-            body = cleared_body(report, links)
+            body = cleared_body(report, shown.links)
         else:
             continue
         if comment_id is None:
@@ -64,23 +66,30 @@ def publish(
     rec.set_known_flaky(scope.store, scope.repo_key, report.known_flaky_now)
 
 
-def rejudge_commit_checks(scope: Scope, report: CommitReport, run: RunAttempt, links: Links) -> None:
+def rejudge_commit_checks(
+    scope: Scope, report: CommitReport, run: RunAttempt, runs: Sequence[rec.RunRecord], shown: Shown
+) -> None:
     """Every other concluded Flaketally check run of the commit takes the same judgement, so the final
     state does not depend on the order in which attempts and runs were processed. A check run still in
     progress (its attempt is running) is left to its own delivery; one that says nothing new is not sent."""
-    paths = {
-        (r.run_id, r.attempt): r.workflow_path for r in rec.runs_for_sha(scope.store, scope.repo_key, run.head_sha)
-    }
+    paths = {(r.run_id, r.attempt): r.workflow_path for r in runs}
     for run_id, attempt, check in rec.check_runs_of_commit(scope.store, scope.repo_key, run.head_sha):
         if (run_id, attempt) == (run.id, run.run_attempt) or check.output_digest is None:
             continue
-        conclusion, output = _check_output(scope, report, paths.get((run_id, attempt)), links)
+        conclusion, output = _check_output(scope, report, paths.get((run_id, attempt)), shown)
         update_check(scope, run.head_sha, run_id, attempt, check, conclusion, output)
 
 
-def links_of(scope: Scope, head_sha: str) -> Links:
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What every check run of the commit shows beside the judgement, read once per publish."""
+
+    links: Links
+    reruns: tuple[str, ...]
+
+
+def links_of(scope: Scope, runs: Sequence[rec.RunRecord]) -> Links:
     """Where the commit's runs, jobs and files are on GitHub, from what the store holds of its runs."""
-    runs = rec.runs_for_sha(scope.store, scope.repo_key, head_sha)
     pages = [r.html_url for r in runs if r.html_url and "/actions/runs/" in r.html_url]
     repo_url = pages[0].split("/actions/runs/", 1)[0] if pages else None
     jobs = {
@@ -92,24 +101,28 @@ def links_of(scope: Scope, head_sha: str) -> Links:
     return Links(repo_url, {r.run_id: (r.run_number, r.html_url) for r in runs}, jobs)
 
 
+def rerun_lines(scope: Scope, head_sha: str, runs: Sequence[rec.RunRecord]) -> tuple[str, ...]:
+    """The rerun decisions of the commit, one line each, naming the run as people know it."""
+    numbers = {r.run_id: r.run_number for r in runs}
+    return tuple(
+        f"{line} (run #{numbers.get(run_id) or run_id}, after attempt {attempt})"
+        for run_id, attempt, _, line in repository.reruns_of_commit(scope.store, scope.repo_key, head_sha)
+    )
+
+
 def _check_output(
-    scope: Scope, report: CommitReport, workflow_path: str | None, links: Links
+    scope: Scope, report: CommitReport, workflow_path: str | None, shown: Shown
 ) -> tuple[CheckConclusion, CheckOutput]:
     """The check run's output, with the rerun decisions of the commit, the configuration in force at its
     foot and what was wrong in it."""
     config = scope.options.config
-    numbers = {r.run_id: r.run_number for r in rec.runs_for_sha(scope.store, scope.repo_key, report.head_sha)}
-    reruns = [
-        f"{line} (run #{numbers.get(run_id) or run_id}, after attempt {attempt})"
-        for run_id, attempt, _, line in repository.reruns_of_commit(scope.store, scope.repo_key, report.head_sha)
-    ]
     return check_output(
         report,
         workflow_file(workflow_path),
-        links=links,
+        links=shown.links,
         config_lines=config.lines(),
         config_problems=config.problems,
-        rerun_lines=reruns,
+        rerun_lines=shown.reruns,
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bot.core.baseline import SHOWN_IN_ORDER, Word
@@ -178,10 +178,6 @@ def totals(report: CommitReport, skipped: int, seconds: float) -> str:
         f"{report.tests_seen} tests in {report.reports} {reports}: {len(report.findings)} failed, {skipped} skipped; "
         f"{minutes} of test time."
     )
-
-
-def names(findings: Sequence[Finding]) -> list[str]:
-    return [f.display or f.name for f in findings]
 
 
 def failures(report: CommitReport, *, budget: int = 20_000) -> list[str]:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -350,35 +350,28 @@ def set_known_flaky(store: Store, repo_key: int, keys: Iterable[tuple[str, str]]
             conn.execute(known_flaky.insert(), rows)
 
 
-def commit_summary(store: Store, repo_key: int, head_sha: str) -> tuple[int, int]:
-    """How many reports, and test results in them, are stored for this commit."""
-    with store.engine.connect() as conn:
-        count, results = conn.execute(
-            sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(reports.c.results), 0)).where(
-                reports.c.repo_id == repo_key, reports.c.commit_sha == head_sha
-            )
-        ).one()
-    return int(count), int(results)
+class CommitSummary(NamedTuple):
+    reports: int
+    results: int  # test results in them
+    skipped: int  # of which skipped
+    seconds: float  # the time the tests ran, every report together
 
 
-def commit_totals(store: Store, repo_key: int, head_sha: str) -> tuple[int, float]:
-    """How many results were skipped on this commit, and the seconds its tests ran (every report)."""
-    skipped, seconds = 0, 0.0
+def commit_summary(store: Store, repo_key: int, head_sha: str) -> CommitSummary:
+    """What is stored for this commit: its reports, their results and skips, and the tests' time."""
+    on_commit = sa.and_(reports.c.repo_id == repo_key, reports.c.commit_sha == head_sha)
     with store.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(reports.c.id, reports.c.skipped_ids, reports.c.passed_ms).where(
-                reports.c.repo_id == repo_key, reports.c.commit_sha == head_sha
-            )
+            sa.select(reports.c.results, reports.c.skipped_ids, reports.c.passed_ms).where(on_commit)
         ).all()
         kept = conn.execute(
             sa.select(sa.func.coalesce(sa.func.sum(observations.c.duration), 0.0))
             .join(reports, reports.c.id == observations.c.report_id)
-            .where(reports.c.repo_id == repo_key, reports.c.commit_sha == head_sha)
+            .where(on_commit)
         ).scalar()
-    for row in rows:
-        skipped += len(codec.unpack_ids(row.skipped_ids))
-        seconds += sum(codec.unpack_ms(row.passed_ms))
-    return skipped, seconds + float(kept or 0.0)
+    skipped = sum(len(codec.unpack_ids(row.skipped_ids)) for row in rows)
+    seconds = sum(sum(codec.unpack_ms(row.passed_ms)) for row in rows) + float(kept or 0.0)
+    return CommitSummary(len(rows), sum(int(row.results) for row in rows), skipped, seconds)
 
 
 def check_run_attempt(store: Store, repo_key: int, check_run_id: int) -> tuple[int, int] | None:
