@@ -67,6 +67,7 @@ def test_json_document_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     }
     assert set(test["cost"]) == {
         "events",
+        "untimed_events",
         "wasted_compute_minutes",
         "developer_minutes",
         "compute",

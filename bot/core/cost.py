@@ -30,15 +30,34 @@ class Cost:
     developer_minutes: float
     compute: float
     developer: float
+    untimed_events: int = 0  # events on commits whose reports gave the test no time: compute unknown
 
     @property
     def total(self) -> float:
         return self.compute + self.developer
 
-    def as_dict(self) -> dict[str, float | int]:
+    @property
+    def compute_known(self) -> bool:
+        """False when events lack a time and the others add up to nothing: unknown, not zero."""
+        return not self.untimed_events or self.wasted_compute_minutes >= 0.0005
+
+    def minutes(self, digits: int = 3) -> str:
+        """The wasted compute in words: ``0.123 min``, ``unknown (…)``, or a lower bound naming the events
+        without time."""
+        if not self.compute_known:
+            if self.untimed_events == self.events:
+                return "unknown (the reports give no time)"
+            return f"unknown ({self.untimed_events} of {self.events} events without time)"
+        figure = f"{self.wasted_compute_minutes:.{digits}f} min"
+        if self.untimed_events:
+            return f"at least {figure} ({self.untimed_events} of {self.events} events without time)"
+        return figure
+
+    def as_dict(self) -> dict[str, float | int | None]:
         return {
             "events": self.events,
-            "wasted_compute_minutes": round(self.wasted_compute_minutes, 6),
+            "untimed_events": self.untimed_events,
+            "wasted_compute_minutes": round(self.wasted_compute_minutes, 6) if self.compute_known else None,
             "developer_minutes": round(self.developer_minutes, 6),
             "compute": round(self.compute, 6),
             "developer": round(self.developer, 6),
@@ -51,7 +70,8 @@ ZERO = Cost(0, 0.0, 0.0, 0.0, 0.0)
 
 def cost_of(commits: Sequence[CommitJudgement], rates: Rates) -> Cost:
     """A flaky event is one (test, commit, context) judged flaky; its wasted compute, a lower bound,
-    is the test's mean runtime on that commit times the attempts beyond the first."""
+    is the test's mean runtime on that commit times the attempts beyond the first. An event whose reports
+    gave the test no time is counted in ``untimed_events``: its compute is unknown, not zero."""
     flaky = [c for c in commits if c.verdict is CommitVerdict.FLAKY]
     wasted = sum(c.seconds / c.attempts * (c.attempts - 1) for c in flaky if c.attempts) / 60
     developer_minutes = len(flaky) * rates.developer_minutes_per_event
@@ -61,6 +81,7 @@ def cost_of(commits: Sequence[CommitJudgement], rates: Rates) -> Cost:
         developer_minutes=developer_minutes,
         compute=wasted * rates.compute_per_minute,
         developer=developer_minutes * rates.developer_per_minute,
+        untimed_events=sum(1 for c in flaky if not c.seconds),
     )
 
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from bot.core.analysis import Analysis
+from bot.core.cost import Cost
 from bot.core.display import display_id, failure_frame
 from bot.core.judge import TestAnalysis
 from bot.core.verdicts import CommitJudgement, CommitVerdict, TestVerdict
@@ -16,6 +17,10 @@ JSON_VERSION = 1
 
 def _money(value: float, currency: str) -> str:
     return f"{value:.4f} {currency}"
+
+
+def _compute(cost: Cost, currency: str) -> str:
+    return _money(cost.compute, currency) if cost.compute_known else "unknown"
 
 
 def _tab(value: str) -> str:
@@ -47,8 +52,8 @@ def to_text(analysis: Analysis) -> str:
         cost = t.cost
         lines.append(
             f"cost\t{rank}\t{_tab(t.history.test_id)}\t{t.context.display()}\tevents={cost.events}\t"
-            f"wasted_compute={cost.wasted_compute_minutes:.3f} min\tdeveloper={cost.developer_minutes:.1f} min\t"
-            f"compute={_money(cost.compute, cur)}\tdeveloper_cost={_money(cost.developer, cur)}\t"
+            f"wasted_compute={cost.minutes()}\tdeveloper={cost.developer_minutes:.1f} min\t"
+            f"compute={_compute(cost, cur)}\tdeveloper_cost={_money(cost.developer, cur)}\t"
             f"total={_money(cost.total, cur)}"
         )
     lines.append(f"total\t{_money(analysis.total_cost, cur)}")
@@ -172,8 +177,8 @@ def to_markdown(analysis: Analysis) -> str:
         for rank, t in enumerate(ranking, 1):
             c = t.cost
             out.append(
-                f"| {rank} | {code(t.history.test_id)} | {c.events} | {c.wasted_compute_minutes:.3f} min | "
-                f"{c.developer_minutes:.1f} min | {_money(c.compute, cur)} | {_money(c.developer, cur)} | "
+                f"| {rank} | {code(t.history.test_id)} | {c.events} | {c.minutes()} | "
+                f"{c.developer_minutes:.1f} min | {_compute(c, cur)} | {_money(c.developer, cur)} | "
                 f"{_money(c.total, cur)} |"
             )
         out += ["", f"Total flaky cost: **{_money(analysis.total_cost, cur)}** ({analysis.rates.describe()}).", ""]

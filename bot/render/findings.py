@@ -152,12 +152,16 @@ def cost_lines(report: CommitReport) -> list[str]:
         if f.word is not Word.FLAKY or not f.cost.events:
             continue
         c = f.cost
+        compute = (
+            f"{money(c.compute)} for {c.minutes(2)} of reruns at {rates.compute_per_minute:g} {rates.currency}/min"
+            if c.compute_known
+            else "rerun compute unknown: the reports give no time"
+        )
         line = (
             f"{code(f.display or f.name, 200)} flaked on {c.events} commit{'s' if c.events != 1 else ''} in the last "
             f"{window} days: {money(c.total)} {rates.currency} so far ({money(c.developer)} for "
             f"{rates.developer_minutes_per_event:g} developer minutes per flaky event at "
-            f"{rates.developer_per_minute:.2f} {rates.currency}/min, {money(c.compute)} for "
-            f"{c.wasted_compute_minutes:.2f} rerun minutes at {rates.compute_per_minute:g} {rates.currency}/min)."
+            f"{rates.developer_per_minute:.2f} {rates.currency}/min, {compute})."
         )
         if f.measured is not None:
             m = f.measured
