@@ -6,10 +6,12 @@ Each command imports what it needs when it runs, so ``--help`` answers at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +25,9 @@ if TYPE_CHECKING:
     from bot.store import Store
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-FORMATS = ("json", "markdown", "text")  # bot.render.analysis.RENDERERS, named here so --help imports nothing
+# bot.render.analysis.RENDERERS and the terminal table, named here so --help imports nothing
+FORMATS = ("table", "lines", "text", "markdown", "json", "html")
+PROGRESS_FROM = 20  # reports: fewer are read before a bar could be seen
 EXIT_CODES = "exit codes: 0 nothing to report, 1 findings (flaky, broken or failing tests), 2 usage error or no report"
 
 
@@ -35,6 +39,33 @@ def _positive(text: str) -> float:
     if value < 0 or value != value or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text!r}")
     return value
+
+
+def _judging_options(parser: argparse.ArgumentParser) -> None:
+    """The options of every command that judges reports: policy, rates, repository and store."""
+    parser.add_argument(
+        "--single-fail-policy",
+        choices=[p.value for p in SINGLE_FAIL_POLICIES],
+        default=CommitVerdict.UNDETERMINED.value,
+        help="what a single failure with no rerun counts as",
+    )
+    defaults = Rates()
+    parser.add_argument("--compute-rate", type=_positive, default=defaults.compute_per_minute, help="per CI minute")
+    parser.add_argument("--developer-rate", type=_positive, default=defaults.developer_per_minute, help="per minute")
+    parser.add_argument(
+        "--developer-minutes",
+        type=_positive,
+        default=defaults.developer_minutes_per_event,
+        help="developer minutes lost per flaky event",
+    )
+    parser.add_argument("--currency", default=defaults.currency, help="the label printed beside every figure")
+    parser.add_argument("--repo", default="local", help="the repository name the reports are stored under")
+    parser.add_argument(
+        "--db",
+        default=None,
+        help="keep the reports in this store (a SQLite path or a database URL) to judge them again with more "
+        "later; without it nothing is written",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,32 +84,33 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--format",
         choices=FORMATS,
-        default="text",
-        help="text: one tab-separated record a line, sorted, for diffing; markdown: for a PR; json: versioned",
-    )
-    a.add_argument(
-        "--single-fail-policy",
-        choices=[p.value for p in SINGLE_FAIL_POLICIES],
-        default=CommitVerdict.UNDETERMINED.value,
-        help="what a single failure with no rerun counts as (default: undetermined)",
-    )
-    defaults = Rates()
-    a.add_argument("--compute-rate", type=_positive, default=defaults.compute_per_minute, help="per CI minute")
-    a.add_argument("--developer-rate", type=_positive, default=defaults.developer_per_minute, help="per minute")
-    a.add_argument(
-        "--developer-minutes",
-        type=_positive,
-        default=defaults.developer_minutes_per_event,
-        help="developer minutes lost per flaky event",
-    )
-    a.add_argument("--currency", default=defaults.currency, help="the label printed beside every figure")
-    a.add_argument("--repo", default="local", help="the repository name the reports are stored under")
-    a.add_argument(
-        "--db",
         default=None,
-        help="keep the reports in this store (a SQLite path or a database URL) to judge them again with more "
-        "later; without it nothing is written",
+        help="table: the tests that need attention, worst first (the default on a terminal); lines (or text): one "
+        "tab-separated record a line, sorted, for diffing and scripts (the default when piped); markdown: for a "
+        "PR; json: versioned, everything; html: one self-contained page with a heatmap and the cost chart",
     )
+    a.add_argument(
+        "--top",
+        type=int,
+        default=20,
+        metavar="N",
+        help="the table shows the N worst tests; 0 shows all",
+    )
+    _judging_options(a)
+    e = commands.add_parser(
+        "explain",
+        help="every commit and attempt behind one test's verdict, and why no other verdict applied",
+        description="Explain one test's verdict: the judge's rules in order, which held and which did not, the "
+        "score and its bound, and every commit and attempt in the window. TEST is the id as the runner prints it "
+        "(as analyze shows it), or the end or a part of it when only one test matches.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    e.add_argument("test", metavar="TEST", help="the test, e.g. tests/test_x.py::test_y or just test_y")
+    e.add_argument("paths", nargs="*", metavar="PATH", help="report files or directories (or none, with --db)")
+    e.add_argument("--context", default=None, help="only this execution context (a part of its name will do)")
+    e.add_argument("--format", choices=("text", "json"), default="text")
+    _judging_options(e)
     serve = commands.add_parser("serve", help="run the webhook receiver (settings from the environment)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -108,16 +140,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _progress(index: int, total: int, path: str) -> None:
-    sys.stderr.write(f"\r\x1b[Kreading {index}/{total} {path[-60:]}")
-    if index == total:
-        sys.stderr.write("\r\x1b[K")
-    sys.stderr.flush()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    commands = {"analyze": _analyze, "serve": _serve, "worker": _worker, "replay": _replay, "config": _config}
+    commands = {
+        "analyze": _analyze,
+        "explain": _explain,
+        "serve": _serve,
+        "worker": _worker,
+        "replay": _replay,
+        "config": _config,
+    }
     return commands[args.command](args)
 
 
@@ -189,42 +221,78 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        print("flaketally: --top must be 0 (all) or more", file=sys.stderr)
+        return EXIT_USAGE
+    judged = _judge(args)
+    if judged is None:
+        return EXIT_USAGE
+    return _report(args, *judged)
+
+
+def _judge(args: argparse.Namespace) -> tuple[Analysis, str] | None:
+    """The reports in ``args.paths`` (and in ``--db``) judged, and where they were kept; None, having said
+    why on stderr, when there is nothing to judge."""
     from bot.local.files import report_files
     from bot.local.memory import MAX_BYTES
-    from bot.render.analysis import RENDERERS
 
     files, warnings = report_files(args.paths)
-    if not files:
+    if not files and not (args.db and not args.paths):
         missing = [p for p in args.paths if not Path(p).exists()]
         why = f"no such file or directory: {', '.join(missing)}" if missing else "no *.xml report in the paths given"
         print(f"flaketally: {why}", file=sys.stderr)
-        return EXIT_USAGE
+        return None
     if args.db and "://" not in args.db and not Path(args.db).expanduser().resolve().parent.is_dir():
         print(f"flaketally: the folder of --db {args.db} does not exist", file=sys.stderr)
-        return EXIT_USAGE
+        return None
     from bot.local.analyze import analyze_files
 
-    judged = functools.partial(
-        analyze_files,
-        files=files,
-        warnings=warnings,
-        repo=args.repo,
-        policy=CommitVerdict(args.single_fail_policy),
-        rates=Rates(args.compute_rate, args.developer_rate, args.developer_minutes, args.currency[:10]),
-        progress=_progress if sys.stderr.isatty() else None,
-    )
-    if not args.db and sum(f.stat().st_size for f in files) <= MAX_BYTES:
-        # judged in memory: no database layer to import, so it starts at once
-        return _report(args, judged(None), RENDERERS[args.format])
-    with tempfile.TemporaryDirectory(prefix="flaketally-analyze-") as scratch:
+    with contextlib.ExitStack() as stack:
+        progress = None
+        if sys.stderr.isatty() and len(files) >= PROGRESS_FROM:
+            from bot.render.table import progress_bar
+
+            progress = stack.enter_context(progress_bar(sys.stderr))
+        judged = functools.partial(
+            analyze_files,
+            files=files,
+            warnings=warnings,
+            repo=args.repo,
+            policy=CommitVerdict(args.single_fail_policy),
+            rates=Rates(args.compute_rate, args.developer_rate, args.developer_minutes, args.currency[:10]),
+            progress=progress,
+        )
+        if not args.db and sum(f.stat().st_size for f in files) <= MAX_BYTES:
+            # judged in memory: no database layer to import, so it starts at once
+            return judged(None), "judged in memory, nothing written (--db keeps them)"
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="flaketally-analyze-"))
         store = _open_store(args.db or f"sqlite:///{scratch}/analysis.db")  # thrown away unless --db names one
         if store is None:
-            return EXIT_USAGE
+            return None
         try:
             analysis = judged(store)
         finally:
             store.close()
-    return _report(args, analysis, RENDERERS[args.format])
+        return analysis, (f"stored in {args.db}" if args.db else "judged in a throwaway store (--db keeps them)")
+
+
+def _explain(args: argparse.Namespace) -> int:
+    if not args.paths and not args.db:
+        print("flaketally: give the reports to read (PATH...) or the store that keeps them (--db)", file=sys.stderr)
+        return EXIT_USAGE
+    judged = _judge(args)
+    if judged is None:
+        return EXIT_USAGE
+    from bot.local.explain import NotFound, explain, find, render
+
+    analysis = judged[0]
+    try:
+        tests = find(analysis.tests, args.test, args.context)
+    except NotFound as exc:
+        print(f"flaketally: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(render([explain(t, analysis.policy) for t in tests], args.format))
+    return EXIT_FINDINGS if any(t.is_finding for t in tests) else EXIT_CLEAN
 
 
 def _open_store(url: str) -> Store | None:
@@ -238,15 +306,34 @@ def _open_store(url: str) -> Store | None:
         return None
 
 
-def _report(args: argparse.Namespace, analysis: Analysis, render: Callable[[Analysis], str]) -> int:
+def _render(analysis: Analysis, fmt: str, top: int) -> str:
+    """The analysis in the format asked for (the table is sized for the terminal it goes to)."""
+    if fmt == "table":
+        import io
+
+        from bot.render import table
+
+        out = io.StringIO()
+        table.render(analysis, out, top=top, width=shutil.get_terminal_size().columns)
+        return out.getvalue()
+    if fmt == "html":
+        from bot.render.html import to_html
+
+        return to_html(analysis)
+    from bot.render.analysis import RENDERERS
+
+    return RENDERERS["text" if fmt == "lines" else fmt](analysis)
+
+
+def _report(args: argparse.Namespace, analysis: Analysis, where: str) -> int:
     if analysis.usable == 0:
         for warning in analysis.warnings:
             print(f"flaketally: {warning.path}: {warning.message}", file=sys.stderr)
         print("flaketally: no usable report among the paths given", file=sys.stderr)
         return EXIT_USAGE
-    sys.stdout.write(render(analysis))
+    fmt = args.format or ("table" if sys.stdout.isatty() else "lines")
+    sys.stdout.write(_render(analysis, fmt, args.top))
     # on stderr, so that the same analysis run twice prints the same bytes on stdout
-    where = f"stored in {args.db}" if args.db else "judged in a throwaway store (--db keeps them)"
     print(f"flaketally: {analysis.new_reports} new of {analysis.usable} reports {where}", file=sys.stderr)
     findings = analysis.collided_failures or any(t.is_finding for t in analysis.tests)
     return EXIT_FINDINGS if findings else EXIT_CLEAN

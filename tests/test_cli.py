@@ -15,6 +15,7 @@ from tests.test_store import dump
 FIXTURES = Path(__file__).parent / "fixtures"
 FLAKELEDGER = FIXTURES / "flakeledger"
 RUNNERS = FIXTURES / "real-runners"
+SAMPLES = Path(__file__).parent.parent / "samples"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -113,7 +114,7 @@ def test_without_db_nothing_is_written(
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'app.db'}")
     code, out, err = run(capsys, str(FLAKELEDGER))
     assert code == 1 and out.startswith("policy\t")
-    assert list(tmp_path.iterdir()) == [] and "throwaway store" in err
+    assert list(tmp_path.iterdir()) == [] and "nothing written" in err
 
 
 def test_version_and_a_fast_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,16 +125,19 @@ def test_version_and_a_fast_help(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert capsys.readouterr().out.startswith("flaketally 0.")
     # --help imports no store and no analysis: what makes it answer at once
-    heavy = "('sqlalchemy', 'bot.store', 'bot.local')"
+    heavy = "('sqlalchemy', 'bot.store', 'bot.local', 'rich', 'jinja2')"
     probe = f"import sys, bot.cli; print(sorted(m for m in sys.modules if m.startswith({heavy})))"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "[]\n"
 
 
-def test_the_help_names_the_formats_the_renderers_have() -> None:
-    from bot.cli import FORMATS
-    from bot.render.analysis import RENDERERS
+def test_every_format_the_help_names_renders(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.cli import FORMATS, _render
+    from bot.local.analyze import analyze
 
-    assert sorted(RENDERERS) == list(FORMATS)
+    monkeypatch.setenv("COLUMNS", "160")  # the table's width: the terminal's
+    analysis = analyze(None, [str(FLAKELEDGER)])
+    for fmt in FORMATS:
+        assert "test_apply_coupon" in _render(analysis, fmt, 20), fmt
 
 
 def test_exit_two_on_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,10 +184,28 @@ def test_progress_goes_to_stderr_on_a_terminal(
 
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
-    main(["analyze", str(FLAKELEDGER), "--db", str(tmp_path / "s.db")])
-    assert "reading 7/7" in terminal.getvalue()
-    _, err = capsys.readouterr()
-    assert err == ""
+    main(["analyze", str(SAMPLES / "pytest-rerunfailures"), "--format", "lines"])
+    assert "reading" in terminal.getvalue() and "50/50" in terminal.getvalue()
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith("policy\t")
+    main(["analyze", str(FLAKELEDGER), "--format", "lines"])  # a few reports: read before a bar could show
+    assert "7/7" not in terminal.getvalue()
+
+
+def test_a_terminal_gets_the_table_and_a_pipe_the_lines(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    piped = run(capsys, str(FLAKELEDGER))
+    assert (
+        piped[1]
+        == run(capsys, str(FLAKELEDGER), "--format", "lines")[1]
+        == run(capsys, str(FLAKELEDGER), "--format", "text")[1]
+    )
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "160")
+    code, table, _ = run(capsys, str(FLAKELEDGER))
+    assert code == 1
+    assert "tests/payments/test_checkout.py::test_apply_coupon" in table and "\t" not in table
 
 
 def test_missing_commit_is_a_warning_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

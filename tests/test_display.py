@@ -72,3 +72,19 @@ def test_each_runners_test_is_shown_as_the_runner_prints_it(runner: str) -> None
 )
 def test_display_ids(classname: str, name: str, file: str | None, project: str | None, shown: str) -> None:
     assert display_id(classname, name, file, project) == shown
+
+
+def test_a_bare_file_name_is_used_only_where_the_tests_own_name_places_it() -> None:
+    from bot.core.display import failure_frame, source_location
+
+    vitest = "AssertionError: expected 1\n ❯ planted.test.js:15:21\n ❯ helper.js:3:1"
+    assert failure_frame(vitest, "planted.test.js") == ("planted.test.js", 15)
+    assert failure_frame(" ❯ helper.js:3:1") is None  # which folder it is in, nothing says
+    go = "=== RUN   TestX\n    x_test.go:81: want 4\n--- FAIL: TestX"
+    assert failure_frame(go, "github.com/acme/widgets/internal/store") == ("internal/store/x_test.go", 81)
+    assert failure_frame(go, "github.com/acme/widgets") == ("x_test.go", 81)
+    assert failure_frame(go, "example.com/planted") is None  # where the module sits in the repo is unknown
+    jest = "at Object.toEqual (/tmp/build/planted.test.js:16:32)"
+    assert failure_frame(jest, "planted.test.js") is None  # absolute, outside GitHub's workspace
+    assert source_location("m", "src/a.py", 3, "tests/b.py:9: boom") == ("src/a.py", 3)  # the report's own first
+    assert source_location("tests.test_b", None, None, "tests/b.py:9: AssertionError") == ("tests/b.py", 9)

@@ -71,14 +71,37 @@ _WORKSPACE = re.compile(r"^(?:/home/runner/work/[^/]+/[^/]+/|/Users/runner/work/
 _OUTSIDE = ("site-packages/", "node_modules/", "dist-packages/", "/usr/", "<")
 
 
-def failure_frame(details: str) -> tuple[str, int] | None:
+def failure_frame(details: str, classname: str = "", file: str | None = None) -> tuple[str, int] | None:
     """The file and line inside the repository that a failure's text names (the test's own frame), if
     any: a pytest frame line first, else the first path in a trace; GitHub's workspace prefix is taken
-    off an absolute path; a path outside the repository (installed packages, absolute) is never used."""
+    off an absolute path; a path outside the repository (installed packages, absolute) is never used.
+
+    A bare file name is a repository path only where the test's own name says where it is: the spec file
+    that jest, vitest and Playwright name the test by (``planted.test.js:13``), or a Go test's package when
+    it is imported by its GitHub path (``github.com/o/r/sub/pkg`` puts ``x_test.go:81`` at
+    ``sub/pkg/x_test.go``); Go's other module paths do not say where the module sits in the repository."""
+    own = {f for f in (file, classname) if f and _SCRIPT.search(f)}
+    package = classname.split("/")
+    go_dir = "/".join(package[3:]) if classname.startswith("github.com/") and len(package) >= 3 else None
     for pattern in (_PYTEST_FRAME, _ANY_FRAME):
         for found in pattern.finditer(details):
-            path = _WORKSPACE.sub("", found.group("path"))
-            if path.startswith(("/", "..", "./..")) or any(part in path for part in _OUTSIDE) or "/" not in path:
+            path = _WORKSPACE.sub("", found.group("path")).removeprefix("./")
+            if path.startswith(("/", "..")) or any(part in path for part in _OUTSIDE):
                 continue
-            return path.removeprefix("./"), int(found.group("line"))
+            if "/" not in path:
+                if path in own:
+                    pass
+                elif go_dir is not None and path.endswith(".go"):
+                    path = f"{go_dir}/{path}" if go_dir else path
+                else:
+                    continue
+            return path, int(found.group("line"))
     return None
+
+
+def source_location(classname: str, file: str | None, line: int | None, details: str) -> tuple[str | None, int | None]:
+    """Where a test's failure is: the report's file and line, else the failure text's own frame
+    (``failure_frame``), else the line alone (None when nothing says)."""
+    if file or not details:
+        return file, line
+    return failure_frame(details, classname, file) or (None, line)

@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from bot.core.baseline import NO_BASELINE, SHOWN_IN_ORDER, Baseline, Word, baseline, word_for
 from bot.core.cost import Cost, Measured, Rates, RerunTiming, measured_share
-from bot.core.display import display_id, failure_frame
+from bot.core.display import display_id, source_location
 from bot.core.gate import Conclusion, Gate, GatePolicy, decide
 from bot.core.identity import ExecutionContext, test_id
 from bot.core.judge import judge
@@ -245,9 +245,7 @@ def _finding(
     )
     newly = w.gate_policy.fail_on_new_flake and _stable_on_branch(history, w.head_sha, w.default_commits, w.thresholds)
     details = next((o.details for o in here if o.details), "")
-    file, line = history.file, history.line
-    if not file and details:  # pytest writes no file: the traceback names it
-        file, line = failure_frame(details) or (None, line)
+    file, line = source_location(history.classname, history.file, history.line, details)
     return Finding(
         history.test_id,
         history.name,
@@ -263,8 +261,8 @@ def _finding(
         newly,
         any((o.run_id, o.attempt) in w.automatic and "P" in o.outcomes for o in here),
         display_id(history.classname, history.name, history.file, _project(history)),
-        _recent(history),
-        _since(history, judged.judgement),
+        recent_outcomes(history),
+        first_flaky_day(history, judged.judgement),
         details,
     )
 
@@ -276,12 +274,14 @@ def _project(history: TestHistory) -> str | None:
     return rest[2:-1] if rest.startswith(" [") and rest.endswith("]") else None
 
 
-def _recent(history: TestHistory) -> str:
+def recent_outcomes(history: TestHistory) -> str:
+    """Its last runs that did not skip it, oldest first: ✓ passed, ✗ failed."""
     marks = [("✗" if o.failed else "✓") for o in history.observations if o.outcomes.replace("S", "")]
     return "".join(marks[-RECENT_RUNS:])
 
 
-def _since(history: TestHistory, judged: HistoryJudgement) -> str | None:
+def first_flaky_day(history: TestHistory, judged: HistoryJudgement) -> str | None:
+    """The day of its first same-code pass and failure in the window (None when it has none)."""
     if not judged.proof_commits:
         return None
     first = judged.proof_commits[0]

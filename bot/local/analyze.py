@@ -58,7 +58,8 @@ def analyze_files(
         history = memory.history
     else:
         reads = read_all(store, files, repo, progress)
-        history = functools.partial(store.history, repo)
+        # no file given: every test the store keeps for the repository
+        history = functools.partial(store.history, repo) if files else lambda _: store.history(repo)
     seen: set[str] = set()
     for read in reads:
         result.warnings.extend(read.warnings)

@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.core.analysis import Analysis
 from bot.core.cost import Cost
-from bot.core.display import display_id, failure_frame
+from bot.core.display import display_id, source_location
 from bot.core.judge import TestAnalysis
 from bot.core.verdicts import CommitJudgement, CommitVerdict, TestVerdict
 from bot.render.markdown import code, plain
@@ -76,9 +76,8 @@ def _failure(t: TestAnalysis) -> tuple[str | None, str | None, int | None]:
     """The latest failure's message, and the file and line: the report's, else its traceback's."""
     failed = [o for o in t.history.observations if o.failed]
     latest = failed[-1] if failed else None
-    file, line = t.history.file, t.history.line
-    if not file and latest is not None and latest.details:
-        file, line = failure_frame(latest.details) or (None, line)
+    h = t.history
+    file, line = source_location(h.classname, h.file, h.line, latest.details if latest else "")
     return (latest.message or None) if latest else None, file, line
 
 
