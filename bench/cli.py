@@ -13,6 +13,7 @@ Aims (issue 9): ``--help`` at most 150 ms; ``analyze`` no slower than flakemap o
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -26,11 +27,19 @@ CORPUS = REPO.parent / "shared" / "corpus" / "real-runners"
 FLAKETALLY = [str(Path(sys.executable).parent / "flaketally")]
 
 
+# as a user's machine runs them: Python keeps its compiled bytecode (some sandboxes and CI images set
+# PYTHONDONTWRITEBYTECODE, which makes every start compile the editable checkout's modules again while
+# flakemap's, installed by pip, were compiled at install time)
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def wall(cmd: list[str], repeat: int) -> float:
+    """The median wall time of ``repeat`` runs, after one unmeasured run that warms the caches."""
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=CHILD_ENV)
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=CHILD_ENV)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bot import __version__
 from bot.core.cost import Rates
-from bot.core.verdicts import SINGLE_FAIL_POLICIES, CommitVerdict
+from bot.core.verdict_names import SINGLE_FAIL_POLICIES, CommitVerdict
 from bot.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, database_url
 
 if TYPE_CHECKING:

@@ -125,7 +125,7 @@ def test_version_and_a_fast_help(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert capsys.readouterr().out.startswith("flaketally 0.")
     # --help imports no store and no analysis: what makes it answer at once
-    heavy = "('sqlalchemy', 'bot.store', 'bot.local', 'rich', 'jinja2')"
+    heavy = "('sqlalchemy', 'bot.store', 'bot.local', 'bot.core.verdicts', 'rich', 'jinja2')"
     probe = f"import sys, bot.cli; print(sorted(m for m in sys.modules if m.startswith({heavy})))"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "[]\n"
 

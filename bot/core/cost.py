@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bot.core.verdicts import CommitJudgement, CommitVerdict
+from bot.core.verdict_names import CommitVerdict
+
+if TYPE_CHECKING:
+    from bot.core.verdicts import CommitJudgement
 
 
 @dataclass(frozen=True, slots=True)

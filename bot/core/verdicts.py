@@ -10,11 +10,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from itertools import pairwise
 from typing import NamedTuple
 
 from bot.core.observations import Observation, TestHistory, has_failure
+from bot.core.verdict_names import SINGLE_FAIL_POLICIES as SINGLE_FAIL_POLICIES
+from bot.core.verdict_names import CommitVerdict as CommitVerdict
+from bot.core.verdict_names import TestVerdict as TestVerdict
 
 MIN_OBSERVATIONS = 5
 STABLE_BELOW = 0.05
@@ -41,28 +43,8 @@ class Thresholds:
 DEFAULT_THRESHOLDS = Thresholds()
 
 
-class CommitVerdict(StrEnum):
-    FLAKY = "flaky"
-    FAILING = "failing"
-    PASSING = "passing"
-    UNDETERMINED = "undetermined"
-
-
-class TestVerdict(StrEnum):
-    FLAKY = "flaky"
-    BROKEN = "broken"
-    REGRESSION = "regression"
-    STABLE = "stable"
-    INSUFFICIENT_DATA = "insufficient_data"
-    SKIPPED = "skipped"  # it never ran in the window: every observation skipped it
-
-
-TestVerdict.__test__ = False  # type: ignore[attr-defined]  # not a pytest test class
-
-
 # enum members looked up once: attribute access on an Enum class is slow on a hot path
 _PASSING, _FLAKY, _FAILING = CommitVerdict.PASSING, CommitVerdict.FLAKY, CommitVerdict.FAILING
-SINGLE_FAIL_POLICIES = (CommitVerdict.UNDETERMINED, CommitVerdict.FAILING, CommitVerdict.FLAKY)
 
 
 def short(sha: str) -> str:
