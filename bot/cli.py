@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--format",
         choices=FORMATS,
-        default=None,
+        default=argparse.SUPPRESS,  # chosen by where the output goes, said in the help
         help="table: the tests that need attention, worst first (the default on a terminal); lines (or text): one "
         "tab-separated record a line, sorted, for diffing and scripts (the default when piped); markdown: for a "
         "PR; json: versioned, everything; html: one self-contained page with a heatmap and the cost chart",
@@ -331,7 +331,7 @@ def _report(args: argparse.Namespace, analysis: Analysis, where: str) -> int:
             print(f"flaketally: {warning.path}: {warning.message}", file=sys.stderr)
         print("flaketally: no usable report among the paths given", file=sys.stderr)
         return EXIT_USAGE
-    fmt = args.format or ("table" if sys.stdout.isatty() else "lines")
+    fmt = getattr(args, "format", None) or ("table" if sys.stdout.isatty() else "lines")
     sys.stdout.write(_render(analysis, fmt, args.top))
     # on stderr, so that the same analysis run twice prints the same bytes on stdout
     print(f"flaketally: {analysis.new_reports} new of {analysis.usable} reports {where}", file=sys.stderr)
