@@ -11,9 +11,9 @@ import functools
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from bot import __version__
 from bot.core.cost import Rates
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 # bot.render.analysis.RENDERERS and the terminal table, named here so --help imports nothing
 FORMATS = ("table", "lines", "text", "markdown", "json", "html")
+SKIP_FORMATS = ("pytest", "go", "jest", "vitest", "playwright", "maven", "yaml")  # bot.config.skiplist.FORMATS
+T = TypeVar("T")
 PROGRESS_FROM = 20  # reports: fewer are read before a bar could be seen
 EXIT_CODES = "exit codes: 0 nothing to report, 1 findings (flaky, broken or failing tests), 2 usage error or no report"
 
@@ -111,6 +113,29 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--context", default=None, help="only this execution context (a part of its name will do)")
     e.add_argument("--format", choices=("text", "json"), default="text")
     _judging_options(e)
+    q = commands.add_parser(
+        "quarantine",
+        help="the quarantined tests in the form a runner takes to skip them",
+        description="Print the quarantine file's tests, most costly first, as a runner takes them: pytest "
+        "--deselect arguments, a go test -skip expression, a jest/vitest --testNamePattern, a Playwright "
+        "--grep-invert, a Surefire -Dtest exclusion list, or the YAML file. Tests a format cannot express are "
+        "named on stderr.",
+        epilog="exit codes: 0 printed, 1 some tests could not be expressed (named on stderr), 2 usage error",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    where = q.add_mutually_exclusive_group(required=True)
+    where.add_argument("--file", metavar="PATH", help="a local quarantine file")
+    where.add_argument(
+        "--repo", metavar="OWNER/NAME", help="the repository's file, read with the App's keys from the environment"
+    )
+    q.add_argument("--format", choices=SKIP_FORMATS, default="yaml")
+    q.add_argument(
+        "--db",
+        default=None,
+        help="the store whose history ranks the tests by cost (with --repo: $DATABASE_URL); without it, the "
+        "file's order",
+    )
+    q.add_argument("--history-repo", default="local", help="with --file --db: the repository name in the store")
     serve = commands.add_parser("serve", help="run the webhook receiver (settings from the environment)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -132,7 +157,11 @@ def _parser() -> argparse.ArgumentParser:
     what = config.add_subparsers(dest="config_command", required=True)
     check = what.add_parser("check", help="validate local files, no GitHub needed (exit 1 when a key is wrong)")
     check.add_argument(
-        "files", nargs="+", metavar="FILE", help="a .github/flaketally.yml; give the organisation's first to merge"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a .github/flaketally.yml (give the organisation's first to merge), or a quarantine file (its name "
+        "says quarantine)",
     )
     what.add_parser("schema", help="every key: its values, default and what it does (Markdown)")
     show = what.add_parser("show", help="the configuration in force for a repository, read with the App's keys")
@@ -145,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {
         "analyze": _analyze,
         "explain": _explain,
+        "quarantine": _quarantine,
         "serve": _serve,
         "worker": _worker,
         "replay": _replay,
@@ -295,6 +325,68 @@ def _explain(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if any(t.is_finding for t in tests) else EXIT_CLEAN
 
 
+def _quarantine(args: argparse.Namespace) -> int:
+    from bot.config.load import Source
+    from bot.config.quarantine import parse_quarantine
+    from bot.config.skiplist import skip_list
+    from bot.local.quarantine import most_costly_first
+
+    db, history_repo = args.db, args.history_repo
+    if args.file:
+        try:
+            source = Source(args.file, Path(args.file).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"flaketally: {args.file} cannot be read: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        quarantine, problems = parse_quarantine(source)
+    else:
+        settings = _settings(require_app=True)
+        if settings is None:
+            return EXIT_USAGE
+        from bot.pipeline.config import quarantine_of_repository
+
+        found = _as_app(settings, args.repo, quarantine_of_repository, "the quarantine file")
+        if found is None:
+            return EXIT_USAGE
+        quarantine, problems = found
+        db, history_repo = db or settings.database_url, args.repo
+    for problem in problems:
+        print(f"flaketally: {problem}", file=sys.stderr)
+    entries = list(quarantine.entries)
+    if db and entries:
+        store = _open_store(db)
+        if store is None:
+            return EXIT_USAGE
+        try:
+            from bot.core.judge import judge
+
+            tests = [judge(h, CommitVerdict.UNDETERMINED, Rates()) for h in store.history(history_repo)]
+        finally:
+            store.close()
+        entries = most_costly_first(entries, tests)
+    skips = skip_list(entries, args.format)
+    sys.stdout.write(skips.text)
+    for test, why in skips.left_out:
+        print(f"flaketally: left out {test}: {why}", file=sys.stderr)
+    return EXIT_FINDINGS if skips.left_out else EXIT_CLEAN
+
+
+def _as_app(settings: Settings, repo: str, read: Callable[..., T], what: str) -> T | None:
+    """``read`` of ``repo`` with the App's keys and store from ``settings``; None, having said why, when it
+    fails (a usage problem to the person at the terminal, not a traceback)."""
+    try:
+        return read(
+            app_id=settings.app_id,
+            private_key=settings.private_key,
+            api_url=settings.api_url,
+            database_url=settings.database_url,
+            repo=repo,
+        )
+    except Exception as exc:
+        print(f"flaketally: cannot read {what} of {repo}: {exc}", file=sys.stderr)
+        return None
+
+
 def _open_store(url: str) -> Store | None:
     """The store at ``url``, migrated; None (having said why) when it cannot be opened."""
     from bot.store import Store, StoreError
@@ -354,16 +446,8 @@ def _config(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from bot.pipeline.config import show_repository
 
-    try:
-        text = show_repository(
-            app_id=settings.app_id,
-            private_key=settings.private_key,
-            api_url=settings.api_url,
-            database_url=settings.database_url,
-            repo=args.repo,
-        )
-    except Exception as exc:  # a usage problem to the person at the terminal, not a traceback
-        print(f"flaketally: cannot read the configuration of {args.repo}: {exc}", file=sys.stderr)
+    shown = _as_app(settings, args.repo, show_repository, "the configuration")
+    if shown is None:
         return EXIT_USAGE
-    sys.stdout.write(text)
+    sys.stdout.write(shown)
     return EXIT_CLEAN

@@ -59,6 +59,14 @@ ROUTES = (
     "pulls_for_commit",
     "rerun_failed_jobs",
     "get_content",
+    "put_content",
+    "permission",
+    "get_ref",
+    "create_ref",
+    "update_ref",
+    "list_pulls",
+    "create_pull",
+    "update_pull",
     "list_check_runs",
     "create_check_run",
     "update_check_run",
@@ -151,6 +159,19 @@ class FakeArtifact:
 
 
 @dataclass
+class FakePull:
+    """A pull request the App opened (``pulls.create``), from a branch of the repository itself."""
+
+    number: int
+    repo: str
+    head: str
+    base: str
+    title: str
+    body: str
+    state: str = "open"
+
+
+@dataclass
 class FakeCheckRun:
     id: int
     repo: str
@@ -163,6 +184,7 @@ class FakeCheckRun:
     details_url: str | None = None
     output: dict[str, Any] = field(default_factory=dict)
     annotations: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)  # the buttons, as the last request set them
 
 
 @dataclass
@@ -210,6 +232,12 @@ class FakeGitHub:
         self.reruns: list[tuple[str, int]] = []
         self.files: dict[tuple[str, str], str] = {}  # (repo, path) → text, on the default branch
         self.content_answers: list[tuple[str, str, int]] = []  # (repo, path, status) of each file request
+        self.default_branch = "main"
+        self.branches: dict[tuple[str, str], str] = {}  # (repo, branch) → commit, beside the default branch
+        self.branch_files: dict[tuple[str, str, str], str] = {}  # (repo, branch, path) → text on that branch
+        self.commits_written: list[tuple[str, str, str, str]] = []  # (repo, branch, path, message)
+        self.opened: dict[int, FakePull] = {}  # pull requests the App opened, by number
+        self.permissions: dict[tuple[str, str], str] = {}  # (repo, user) → role; anyone else may write
         self._tokens: set[str] = set()
         self._faults: dict[str, list[Callable[[], httpx.Response]]] = {}
         self._ids = itertools.count(1001)
@@ -616,6 +644,14 @@ class FakeGitHub:
             ("pulls_for_commit", "GET", rf"{repo}/commits/(?P<sha>[0-9a-f]+)/pulls", self._pulls),
             ("rerun_failed_jobs", "POST", rf"{repo}/actions/runs/(?P<run_id>\d+)/rerun-failed-jobs", self._rerun),
             ("get_content", "GET", rf"{repo}/contents/(?P<path>.+)", self._content),
+            ("put_content", "PUT", rf"{repo}/contents/(?P<path>.+)", self._put_content),
+            ("get_ref", "GET", rf"{repo}/git/ref/heads/(?P<branch>.+)", self._get_ref),
+            ("permission", "GET", rf"{repo}/collaborators/(?P<user>[^/]+)/permission", self._permission),
+            ("create_ref", "POST", rf"{repo}/git/refs", self._create_ref),
+            ("update_ref", "PATCH", rf"{repo}/git/refs/heads/(?P<branch>.+)", self._update_ref),
+            ("list_pulls", "GET", rf"{repo}/pulls", self._list_pulls),
+            ("create_pull", "POST", rf"{repo}/pulls", self._create_pull),
+            ("update_pull", "PATCH", rf"{repo}/pulls/(?P<number>\d+)", self._update_pull),
             ("list_check_runs", "GET", rf"{repo}/commits/(?P<ref>[^/]+)/check-runs", self._list_checks),
             ("create_check_run", "POST", rf"{repo}/check-runs", self._create_check),
             ("update_check_run", "PATCH", rf"{repo}/check-runs/(?P<check_id>\d+)", self._update_check),
@@ -820,11 +856,21 @@ class FakeGitHub:
         self.reruns.append((run.repo, run.id))
         return self._respond(201, {})
 
+    def file_on(self, repo: str, branch: str, path: str) -> str | None:
+        """A file as a branch holds it: the default branch's files, or what was written on the branch."""
+        if branch == self.default_branch:
+            return self.files.get((repo, path))
+        return self.branch_files.get((repo, branch, path))
+
+    def pulls_opened(self, repo: str) -> list[FakePull]:
+        return [p for p in self.opened.values() if p.repo == repo]
+
     def _content(self, request: httpx.Request, owner: str, name: str, path: str) -> httpx.Response:
         """``repos/get-content`` for a file, in the shape of GitHub's example, with a strong ETag; a
-        matching ``If-None-Match`` is a 304, which GitHub does not count against the rate limit."""
+        matching ``If-None-Match`` is a 304, which GitHub does not count against the rate limit. ``ref``
+        names a branch."""
         repo = f"{owner}/{name}"
-        text = self.files.get((repo, path))
+        text = self.file_on(repo, request.url.params.get("ref", self.default_branch), path)
         if text is None:
             self.content_answers.append((repo, path, 404))
             return self._respond(404, {"message": "Not Found", "status": "404"})
@@ -849,6 +895,116 @@ class FakeGitHub:
             "download_url": f"https://raw.githubusercontent.com/{repo}/main/{path}",
         }
         return self._respond(200, body, {"etag": etag})
+
+    def _permission(self, request: httpx.Request, owner: str, name: str, user: str) -> httpx.Response:
+        """``repos/get-collaborator-permission-level``: ``permission`` is the legacy level, ``role_name`` the role."""
+        role = self.permissions.get((f"{owner}/{name}", user), "write")
+        legacy = {"maintain": "write", "triage": "read"}.get(role, role)
+        body = {"permission": legacy, "role_name": role, "user": {"login": user, "id": 1, "type": "User"}}
+        return self._respond(200, body)
+
+    def _sha_of(self, repo: str, branch: str) -> str | None:
+        if branch == self.default_branch:
+            return "f" * 40
+        return self.branches.get((repo, branch))
+
+    def _ref_json(self, repo: str, branch: str, sha: str) -> dict[str, Any]:
+        # the shape of git/get-ref's example
+        return {
+            "ref": f"refs/heads/{branch}",
+            "node_id": "MDM6UmVmcmVmcy9oZWFkcy9mZWF0dXJlQQ==",
+            "url": f"{self._repo_url(repo)}/git/refs/heads/{branch}",
+            "object": {"type": "commit", "sha": sha, "url": f"{self._repo_url(repo)}/git/commits/{sha}"},
+        }
+
+    def _get_ref(self, request: httpx.Request, owner: str, name: str, branch: str) -> httpx.Response:
+        repo = f"{owner}/{name}"
+        sha = self._sha_of(repo, branch)
+        if sha is None:
+            return self._respond(404, {"message": "Not Found"})
+        return self._respond(200, self._ref_json(repo, branch, sha))
+
+    def _start_branch(self, repo: str, branch: str, sha: str) -> None:
+        """A branch at the default branch's commit holds its files."""
+        self.branches[(repo, branch)] = sha
+        for key in [k for k in self.branch_files if k[:2] == (repo, branch)]:
+            del self.branch_files[key]
+        for (r, path), text in self.files.items():
+            if r == repo:
+                self.branch_files[(repo, branch, path)] = text
+
+    def _create_ref(self, request: httpx.Request, owner: str, name: str) -> httpx.Response:
+        repo, body = f"{owner}/{name}", json.loads(request.content)
+        branch = str(body["ref"]).removeprefix("refs/heads/")
+        if (repo, branch) in self.branches:
+            return self._respond(422, {"message": "Reference already exists"})
+        self._start_branch(repo, branch, str(body["sha"]))
+        return self._respond(201, self._ref_json(repo, branch, str(body["sha"])))
+
+    def _update_ref(self, request: httpx.Request, owner: str, name: str, branch: str) -> httpx.Response:
+        repo, body = f"{owner}/{name}", json.loads(request.content)
+        if (repo, branch) not in self.branches:
+            return self._respond(422, {"message": "Reference does not exist"})
+        if not body.get("force"):
+            return self._respond(422, {"message": "Update is not a fast forward"})
+        self._start_branch(repo, branch, str(body["sha"]))
+        return self._respond(200, self._ref_json(repo, branch, str(body["sha"])))
+
+    def _put_content(self, request: httpx.Request, owner: str, name: str, path: str) -> httpx.Response:
+        """``repos/create-or-update-file-contents`` on a branch other than the default one (the App never
+        writes to the default branch); the blob ``sha`` must match the file it replaces."""
+        repo, body = f"{owner}/{name}", json.loads(request.content)
+        branch = str(body.get("branch") or self.default_branch)
+        if branch == self.default_branch or (repo, branch) not in self.branches:
+            return self._respond(422, {"message": f"the fake refuses a write to {branch}"})
+        current = self.branch_files.get((repo, branch, path))
+        if current is not None:
+            data = current.encode()
+            if body.get("sha") != hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest():
+                return self._respond(409, {"message": f"{path} does not match the sha given"})
+        text = base64.b64decode(body["content"]).decode("utf-8")
+        self.branch_files[(repo, branch, path)] = text
+        self.commits_written.append((repo, branch, path, str(body["message"])))
+        return self._respond(
+            200 if current is not None else 201, {"content": {"path": path}, "commit": {"sha": "c" * 40}}
+        )
+
+    def _pull_json(self, pull: FakePull) -> dict[str, Any]:
+        number = pull.number
+        return {
+            **self.pull_json(pull.repo, self.branches.get((pull.repo, pull.head), "0" * 40), number, pull.state),
+            "title": pull.title,
+            "body": pull.body,
+            "head": {"label": f"{pull.repo.split('/')[0]}:{pull.head}", "ref": pull.head, "sha": "0" * 40},
+            "base": {"label": f"{pull.repo.split('/')[0]}:{pull.base}", "ref": pull.base, "sha": "f" * 40},
+        }
+
+    def _list_pulls(self, request: httpx.Request, owner: str, name: str) -> httpx.Response:
+        repo, params = f"{owner}/{name}", request.url.params
+        found = [
+            self._pull_json(p)
+            for p in self.opened.values()
+            if p.repo == repo
+            and p.state == params.get("state", "open")
+            and (params.get("head") is None or params["head"] == f"{owner}:{p.head}")
+        ]
+        return self._respond(200, found)
+
+    def _create_pull(self, request: httpx.Request, owner: str, name: str) -> httpx.Response:
+        repo, body = f"{owner}/{name}", json.loads(request.content)
+        if any(p.repo == repo and p.head == body["head"] and p.state == "open" for p in self.opened.values()):
+            return self._respond(422, {"message": "A pull request already exists"})
+        number = next(self._ids)
+        pull = FakePull(number, repo, str(body["head"]), str(body["base"]), str(body["title"]), str(body["body"]))
+        self.opened[number] = pull
+        return self._respond(201, self._pull_json(pull))
+
+    def _update_pull(self, request: httpx.Request, owner: str, name: str, number: str) -> httpx.Response:
+        pull, body = self.opened.get(int(number)), json.loads(request.content)
+        if pull is None:
+            return self._respond(404, {"message": "Not Found"})
+        pull.title, pull.body = str(body.get("title", pull.title)), str(body.get("body", pull.body))
+        return self._respond(200, self._pull_json(pull))
 
     def _list_checks(self, request: httpx.Request, owner: str, name: str, ref: str) -> httpx.Response:
         repo = f"{owner}/{name}"
@@ -914,6 +1070,8 @@ class FakeGitHub:
         check.external_id = body.get("external_id", "")
         check.details_url = body.get("details_url")
         self._apply_output(check, body.get("output"))
+        if "actions" in body:
+            check.actions = list(body["actions"])
         self.check_runs[check.id] = check
         return self._respond(201, self.check_run_json(check))
 
@@ -926,6 +1084,8 @@ class FakeGitHub:
         if problem:
             return self._invalid(problem)
         self._apply_output(check, body.get("output"))
+        if "actions" in body:
+            check.actions = list(body["actions"])
         return self._respond(200, self.check_run_json(check))
 
     def _list_comments(self, request: httpx.Request, owner: str, name: str, number: str) -> httpx.Response:

@@ -170,13 +170,13 @@ def test_an_unchanged_file_is_asked_with_its_etag_and_answered_304(store: Store,
     for _ in range(2):
         report = process(store, github, pr_run(github, {"test_apply_coupon": "pass"}))
         assert report.rates.currency == "EUR"
-    reads = [c for c in github.calls("get_content") if c.path.startswith(f"/repos/{REPO}/")]
+    reads = [c for c in github.calls("get_content") if c.path.startswith(f"/repos/{REPO}/contents/{CONFIG_PATH}")]
     assert len(reads) == 2
     assert "if-none-match" not in {k.lower() for k in reads[0].params}
-    assert github.content_answers[-1] == (REPO, CONFIG_PATH, 304)
+    assert [a for a in github.content_answers if a[1] == CONFIG_PATH][-1] == (REPO, CONFIG_PATH, 304)
     github.add_file(REPO, CONFIG_PATH, "rates:\n  currency: CHF\n")  # changed on the default branch
     assert process(store, github, pr_run(github, {"test_apply_coupon": "pass"})).rates.currency == "CHF"
-    assert github.content_answers[-1] == (REPO, CONFIG_PATH, 200)
+    assert [a for a in github.content_answers if a[1] == CONFIG_PATH][-1] == (REPO, CONFIG_PATH, 200)
 
 
 def test_an_invalid_file_gives_the_defaults_and_the_check_run_names_the_key(store: Store, github: FakeGitHub) -> None:

@@ -224,6 +224,7 @@ def test_create_check_run_body(github: FakeGitHub) -> None:
                     }
                 ],
             },
+            "actions": [],  # always sent with the output: it replaces the buttons an earlier update set
         }
     ]
     check = github.check_runs[check_id]

@@ -113,7 +113,7 @@ def test_replays_local_github_offers_every_call_with_the_same_signature() -> Non
 
 
 # the fake's route for each call (the blob download and the token are its own plumbing)
-FAKE_ROUTE = {
+FAKE_ROUTE: dict[str, str | tuple[str, ...]] = {
     "get_run": "get_run",
     "get_run_attempt": "get_run_attempt",
     "list_jobs": "list_jobs",
@@ -129,12 +129,21 @@ FAKE_ROUTE = {
     "list_issue_comments": "list_comments",
     "create_issue_comment": "create_comment",
     "update_issue_comment": "update_comment",
+    "permission_of": "permission",
+    "branch_sha": "get_ref",
+    "point_branch": ("get_ref", "create_ref", "update_ref"),
+    "file_at": "get_content",
+    "write_file": "put_content",
+    "open_pull": "list_pulls",
+    "create_pull": "create_pull",
+    "update_pull": "update_pull",
 }
 
 
 def test_the_fake_answers_every_call_and_nothing_else() -> None:
     assert set(FAKE_ROUTE) == port_calls()
-    assert set(FAKE_ROUTE.values()) == set(ROUTES) - {"token", "blob", "repo_installation"}  # the App's own
+    routes = {r for found in FAKE_ROUTE.values() for r in ((found,) if isinstance(found, str) else found)}
+    assert routes == set(ROUTES) - {"token", "blob", "repo_installation"}  # the App's own
 
 
 def _typed(real: GitHubPort, local: LocalGitHub) -> list[Port]:

@@ -451,7 +451,10 @@ async def test_the_official_check_run_rerequested_rejudges(client: httpx.AsyncCl
     assert answer.json() == {"enqueued": "rejudge-526-4-d-5"}
     assert jobs(conn)[0][2]["head_sha"] == "d6fde92930d4715a2b49857d24b940956b26d2d3"
     answer = await deliver(client, "check_run", official("check_run.requested_action.payload.json"), "d-6")
-    assert answer.json() == {"ignored": "check_run.requested_action"}
+    assert answer.json() == {"enqueued": "action-9384267-1494503112-d-6"}  # the example's ids
+    function, args = jobs(conn)[1][1], jobs(conn)[1][2]
+    assert function == "workers.jobs.act"
+    assert (args["identifier"], args["sender"], args["check_run_id"]) == ("lgtm|26764", "codebytere", 1494503112)
 
 
 async def test_installation_events_are_recorded(client: httpx.AsyncClient, conn: redis.Redis) -> None:
@@ -478,6 +481,7 @@ async def test_installation_events_are_recorded(client: httpx.AsyncClient, conn:
                 "account": "octo-org",
                 "repositories_added": added,
                 "repositories_removed": removed,
+                "permissions": None,  # these deliveries name none (tests/test_actions.py has one that does)
             },
         )
         for action, added, removed in [
@@ -674,7 +678,13 @@ def test_every_route_calls_its_job_function_with_arguments_it_accepts() -> None:
     account = {**INSTALLATION, "account": {"login": "octo-org"}}
     samples_by_event: dict[str, dict[str, Any]] = {
         "workflow_run": run_payload(),
-        "check_run": {"installation": INSTALLATION, "repository": REPO, "check_run": {"id": 4, "head_sha": SHA}},
+        "check_run": {
+            "installation": INSTALLATION,
+            "repository": REPO,
+            "check_run": {"id": 4, "head_sha": SHA},
+            "requested_action": {"identifier": "rerun"},
+            "sender": {"login": "octocat"},
+        },
         "installation": {"installation": account, "repositories": []},
         "installation_repositories": {"installation": account, "repositories_added": [], "repositories_removed": []},
     }

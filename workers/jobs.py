@@ -231,19 +231,56 @@ def rejudge(
     return _timed("rejudge", connection, work)
 
 
+def act(
+    installation_id: int,
+    repo: str,
+    repo_id: int,
+    head_sha: str,
+    check_run_id: int,
+    identifier: str,
+    sender: str,
+    default_branch: str | None = None,
+) -> dict[str, Any]:
+    """``check_run`` ``requested_action``: what a click on one of the check run's buttons asks, done once."""
+    worker = _context()
+    connection = worker.redis
+
+    def work() -> dict[str, Any]:
+        with worker.port(worker.settings, connection, installation_id) as gh:
+            line = pipeline.act(
+                worker.store,
+                gh,
+                installation_id=installation_id,
+                repo=repo,
+                repo_id=repo_id,
+                head_sha=head_sha,
+                check_run_id=check_run_id,
+                identifier=identifier,
+                sender=sender,
+                options=_options(worker.settings),
+                publish_lock=lambda: _publish_lock(connection, repo_id),
+                default_branch=default_branch,
+            )
+        return {"done": line}
+
+    return _timed("act", connection, work)
+
+
 def record_installation(
     installation_id: int,
     action: str,
     account: str,
     repositories_added: list[dict[str, Any]],
     repositories_removed: list[dict[str, Any]],
+    permissions: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``installation`` and ``installation_repositories``: who the tenants are, and which are active."""
+    """``installation`` and ``installation_repositories``: who the tenants are, which are active, and what
+    they granted."""
     worker = _context()
 
     def work() -> dict[str, Any]:
         state = _STATE_AFTER.get(action, rec.InstallationState.ACTIVE)
-        rec.record_installation(worker.store, installation_id, account, state)
+        rec.record_installation(worker.store, installation_id, account, state, permissions)
         for repository in repositories_added:
             rec.repo_key(worker.store, str(repository["full_name"]), installation_id, int(repository["id"]))
         return {

@@ -7,15 +7,19 @@ Every key changes what Flaketally does; an unknown key is an error (a typo must 
 from __future__ import annotations
 
 import fnmatch
+from datetime import date
 from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bot.core.cost import Rates
+from bot.core.quarantine import ALL_CONTEXTS, CLEAN_DAYS, CLEAN_RUNS
 from bot.core.verdicts import CommitVerdict, Thresholds
 
 MAX_FILE_BYTES = 64 * 1024
+QUARANTINE_PATH = ".github/flaketally-quarantine.yml"
+MAX_QUARANTINED = 1000
 MAX_PATTERNS = 100
 Pattern = Annotated[str, Field(min_length=1, max_length=300)]
 
@@ -98,6 +102,24 @@ class GateConfig(_Section):
     )
 
 
+class QuarantineConfig(_Section):
+    file: str = Field(
+        QUARANTINE_PATH,
+        min_length=1,
+        max_length=300,
+        pattern=r"^[A-Za-z0-9_.][A-Za-z0-9_./-]*\.ya?ml$",
+        description="The quarantine file in the repository (its default branch): the tests taken out of the gate.",
+    )
+    clean_runs: int = Field(
+        CLEAN_RUNS,
+        ge=5,
+        le=10000,
+        description="Clean runs in a row (in its context) before a quarantined test is due to leave; 59 rule out "
+        "a 5% failure rate with 95% confidence.",
+    )
+    clean_days: int = Field(CLEAN_DAYS, ge=0, le=90, description="Days those clean runs must span at least.")
+
+
 class Config(_Section):
     """Everything a repository (or its organisation) can set."""
 
@@ -128,6 +150,9 @@ class Config(_Section):
         default_factory=list,
         max_length=MAX_PATTERNS,
         description="Test id patterns (`fnmatch`) never judged nor shown (they are still stored).",
+    )
+    quarantine: QuarantineConfig = Field(
+        default_factory=QuarantineConfig, description="Where the quarantine file is, and when a test may leave it."
     )
 
     @field_validator("rerun", "comment", mode="before")
@@ -206,3 +231,29 @@ def _bound(meta: object) -> str:
         if hasattr(meta, attribute):
             return f"{sign} {getattr(meta, attribute)}"
     return ""
+
+
+class QuarantineEntry(BaseModel):
+    """One entry of the quarantine file (``bot.core.quarantine``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    test: str = Field(min_length=1, max_length=500, description="The test's id as its runner prints it.")
+    context: str = Field(
+        ALL_CONTEXTS,
+        min_length=1,
+        max_length=300,
+        description="Its execution context as Flaketally shows it, or `all`.",
+    )
+    reason: str = Field(min_length=1, max_length=2000, description="Why: its flaky evidence and cost at the time.")
+    since: date = Field(description="The day it was quarantined (YYYY-MM-DD).")
+    owner: str | None = Field(None, max_length=100, description="Who looks after it.")
+    issue: str | None = Field(None, max_length=500, pattern=r"^https?://\S+$", description="The issue that tracks it.")
+
+
+class QuarantineFile(BaseModel):
+    """The quarantine file: ``quarantine:``, a list of entries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    quarantine: list[QuarantineEntry] = Field(default_factory=list, max_length=MAX_QUARANTINED)

@@ -12,7 +12,9 @@ The words, strongest evidence first (``word_for``):
 - ``known flaky``: passed and failed on the same code within the last 7 days, not rerun here;
 - ``new failure``: passed on this pull request's base commit, or on the default branch's recent runs
   (at least two, every one of them) in this context, and fails here: likely this change;
-- ``undetermined``: none of these, a single failure with nothing to compare it with.
+- ``undetermined``: none of these, a single failure with nothing to compare it with;
+- ``quarantined``: listed in the repository's quarantine file for this context (``bot.core.quarantine``),
+  and not flaky here: still observed and shown, never held against the change.
 
 A known flake comes before ``new failure``: a flaky test mostly passes on the default branch, so its
 single failure beside those passes proves nothing about the change.
@@ -39,6 +41,7 @@ class Word(StrEnum):
     KNOWN_FLAKY = "known flaky"
     NEW_FAILURE = "new failure"
     UNDETERMINED = "undetermined"
+    QUARANTINED = "quarantined"
 
 
 # How findings are listed: what the change must fix first, then what is not its fault.
@@ -50,6 +53,7 @@ SHOWN_IN_ORDER = (
     Word.BROKEN,
     Word.REGRESSION,
     Word.FLAKY,
+    Word.QUARANTINED,
 )
 
 
@@ -127,10 +131,12 @@ def baseline(
     return NO_BASELINE
 
 
-def word_for(verdict: CommitVerdict, known: bool, found: Baseline) -> Word:
+def word_for(verdict: CommitVerdict, known: bool, found: Baseline, quarantined: bool = False) -> Word:
     """The one word a failure on a pull request is called (module docstring)."""
     if verdict is CommitVerdict.FLAKY:
         return Word.FLAKY
+    if quarantined:
+        return Word.QUARANTINED
     if found.state is BaselineState.BROKEN:
         return Word.BROKEN
     if found.state is BaselineState.REGRESSION:

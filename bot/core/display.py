@@ -105,3 +105,12 @@ def source_location(classname: str, file: str | None, line: int | None, details:
     if file or not details:
         return file, line
     return failure_frame(details, classname, file) or (None, line)
+
+
+def stored_display_id(stored_id: str, classname: str, name: str, file: str | None) -> str:
+    """The display id of a stored test: ``display_id``, with the Playwright project the stored id carries
+    (``… [chromium]``)."""
+    base = test_id(classname, name, file)
+    rest = stored_id[len(base) :] if stored_id.startswith(base) else ""
+    project = rest[2:-1] if rest.startswith(" [") and rest.endswith("]") else None
+    return display_id(classname, name, file, project)

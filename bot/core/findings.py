@@ -14,11 +14,13 @@ from enum import StrEnum
 
 from bot.core.baseline import NO_BASELINE, SHOWN_IN_ORDER, Baseline, Word, baseline, word_for
 from bot.core.cost import Cost, Measured, Rates, RerunTiming, measured_share
-from bot.core.display import display_id, source_location
+from bot.core.display import source_location, stored_display_id
 from bot.core.gate import Conclusion, Gate, GatePolicy, decide
-from bot.core.identity import ExecutionContext, test_id
+from bot.core.identity import ExecutionContext
 from bot.core.judge import judge
 from bot.core.observations import Observation, TestHistory, any_failed
+from bot.core.quarantine import NONE as NO_QUARANTINE
+from bot.core.quarantine import Entry, Quarantine
 from bot.core.verdicts import (
     DEFAULT_THRESHOLDS,
     CommitJudgement,
@@ -46,6 +48,7 @@ class Advice(StrEnum):
     KNOWN_BROKEN = "known_broken"  # failing, and failing before this change too
     BROKEN_ON_BRANCH = "broken_on_branch"  # fails on the default branch too
     NEW_FAILURE = "new_failure"  # passed before this change
+    QUARANTINED = "quarantined"  # in the repository's quarantine file: not held against the change
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,7 @@ class Finding:
     flaky_since: str | None = None  # the day of its first same-code pass and failure in the window
     details: str = ""  # the failure's text on this commit (a stack trace), bounded
     measured: Measured | None = None  # its share of the reruns that proved it flaky here, as GitHub timed them
+    quarantine: Entry | None = None  # its entry in the repository's quarantine file, for its context
 
     @property
     def verdict(self) -> CommitVerdict:
@@ -77,7 +81,7 @@ class Finding:
 
     @property
     def word(self) -> Word:
-        return word_for(self.verdict, self.known is not None, self.baseline)
+        return word_for(self.verdict, self.known is not None, self.baseline, self.quarantine is not None)
 
     @property
     def evidence(self) -> str:
@@ -88,6 +92,8 @@ class Finding:
             return f"{self.commit.evidence}; {self.baseline.evidence}"
         if self.word is Word.FLAKY and self.automatic:
             return f"{self.commit.evidence}; passed on the automatic rerun"
+        if self.word is Word.QUARANTINED and self.quarantine is not None:
+            return f"{self.commit.evidence}; quarantined since {self.quarantine.since}: {self.quarantine.reason}"
         return self.commit.evidence
 
     @property
@@ -100,6 +106,8 @@ class Finding:
         word = self.word
         if word is Word.FLAKY:
             return Advice.NOT_YOUR_CHANGE
+        if word is Word.QUARANTINED:
+            return Advice.QUARANTINED
         if word in (Word.BROKEN, Word.REGRESSION):
             return Advice.BROKEN_ON_BRANCH
         if word is Word.FAILING:
@@ -129,6 +137,9 @@ class CommitReport:
     branch: str | None = None  # the repository's default branch, when known
     skipped: int = 0  # results skipped on the commit
     seconds: float = 0.0  # the time its tests ran, every report together
+    # quarantined tests due to leave: (display id, context, evidence), and what was done about it
+    leaving: tuple[tuple[str, str, str], ...] = ()
+    leaving_note: str = ""
 
     @property
     def gate(self) -> Gate:
@@ -162,15 +173,20 @@ def commit_report(
     base_commits: Collection[str] = (),
     automatic: Collection[tuple[int, int]] = (),
     timings: Mapping[tuple[int, int], RerunTiming] | None = None,
+    quarantine: Quarantine = NO_QUARANTINE,
 ) -> CommitReport:
     """``default_commits``: the commits that ran on the default branch (``branch``) in the window;
     ``base_commits``: the pull request's base commits. They give the words ``broken``, ``regression`` and
     ``new failure`` (``bot.core.baseline``). ``automatic``: (run id, attempt) of the attempts an automatic
-    rerun started. ``timings``: the rerun attempts of the commit as GitHub timed them (measured cost)."""
+    rerun started. ``timings``: the rerun attempts of the commit as GitHub timed them (measured cost).
+    ``quarantine``: the repository's quarantine file; a quarantined test's failure is not held against the
+    change."""
     findings = []
     known_now: set[tuple[str, str]] = set()
     ended = []
-    where = _Where(head_sha, policy, rates, thresholds, gate_policy, branch, default_commits, base_commits, automatic)
+    where = _Where(
+        head_sha, policy, rates, thresholds, gate_policy, branch, default_commits, base_commits, automatic, quarantine
+    )
     for history in histories:
         known = known_flaky(history.observations, now)
         key = (history.test_id, history.context)
@@ -223,6 +239,7 @@ class _Where:
     default_commits: Collection[str]
     base_commits: Collection[str]
     automatic: Collection[tuple[int, int]]
+    quarantine: Quarantine
 
 
 def _finding(
@@ -246,6 +263,7 @@ def _finding(
     newly = w.gate_policy.fail_on_new_flake and _stable_on_branch(history, w.head_sha, w.default_commits, w.thresholds)
     details = next((o.details for o in here if o.details), "")
     file, line = source_location(history.classname, history.file, history.line, details)
+    shown = stored_display_id(history.test_id, history.classname, history.name, history.file)
     return Finding(
         history.test_id,
         history.name,
@@ -260,18 +278,12 @@ def _finding(
         found,
         newly,
         any((o.run_id, o.attempt) in w.automatic and "P" in o.outcomes for o in here),
-        display_id(history.classname, history.name, history.file, _project(history)),
+        shown,
         recent_outcomes(history),
         first_flaky_day(history, judged.judgement),
         details,
+        quarantine=w.quarantine.entry_for(shown, context.display()) if w.quarantine else None,
     )
-
-
-def _project(history: TestHistory) -> str | None:
-    """The Playwright project the stored id carries (``… [chromium]``), if any."""
-    base = test_id(history.classname, history.name, history.file)
-    rest = history.test_id[len(base) :]
-    return rest[2:-1] if rest.startswith(" [") and rest.endswith("]") else None
 
 
 def recent_outcomes(history: TestHistory) -> str:

@@ -7,7 +7,8 @@ were called (``bot.core.baseline.Word``) and what the repository chose (``GatePo
   the default branch that is flaky here;
 - ``broken`` and ``regression`` (failing on the default branch too) and ``known flaky`` (not rerun):
   what the repository chose, ``neutral`` by default;
-- ``success``: nothing failed, or every failure passed on a rerun of the same commit;
+- ``success``: nothing failed, or every failure passed on a rerun of the same commit or is of a test
+  quarantined in its context (still shown, marked quarantined);
 - ``neutral`` too when no report was found at all.
 
 When several apply, the most severe conclusion wins (failure, then neutral, then success), and its
@@ -130,7 +131,14 @@ def decide(report: CommitReport, show: Callable[[str], str] = _as_is) -> Gate:
         )
     if chosen:
         return min(chosen, key=lambda g: _SEVERITY[g.conclusion])
-    flaky = said(Word.FLAKY)
+    flaky, quarantined = said(Word.FLAKY), said(Word.QUARANTINED)
+    if quarantined:
+        passed = f"; {_names(flaky, show)} passed on a rerun of the same commit" if flaky else ""
+        return Gate(
+            Conclusion.SUCCESS,
+            f"Success: {_names(quarantined, show)} failed and {'is' if _one(quarantined) else 'are'} quarantined in "
+            f"{'its context' if _one(quarantined) else 'their contexts'}, not held against this change{passed}.",
+        )
     if flaky:
         only = "the only failure, " if len(flaky) == 1 else "every failure, "
         return Gate(Conclusion.SUCCESS, f"Success: {only}{_names(flaky, show)}, passed on a rerun of the same commit.")

@@ -7,13 +7,13 @@ and every body is cut to GitHub's limits with a line saying how much was left ou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bot.core.baseline import Word
-from bot.core.findings import CommitReport, Finding, decide
+from bot.core.findings import CommitReport, Conclusion, Finding, decide
 from bot.github.limits import MAX_COMMENT, MAX_OUTPUT_TEXT
 from bot.github.models import AnnotationLevel, CheckConclusion
-from bot.github.payloads import Annotation, CheckOutput
+from bot.github.payloads import Annotation, CheckAction, CheckOutput
 from bot.render.findings import (
     ADVICE,
     Links,
@@ -49,6 +49,16 @@ def _ended(report: CommitReport) -> list[str]:
     ]
 
 
+def _leaving(report: CommitReport) -> list[str]:
+    lines = [
+        f"{code(test)} ({code(context, 200)}) is due to leave the quarantine: {prose(evidence, 400)}."
+        for test, context, evidence in report.leaving[:10]
+    ]
+    if lines and report.leaving_note:
+        lines.append(prose(report.leaving_note, 300) + ".")
+    return lines
+
+
 def _how(report: CommitReport) -> list[str]:
     """The explainer, collapsed, where a verdict needs it: a single failure left undetermined."""
     if not any(f.word is Word.UNDETERMINED for f in report.findings):
@@ -75,7 +85,7 @@ def comment_body(report: CommitReport, links: Links = NO_LINKS) -> str:
     parts = [MARKER, f"### Flaketally · {headline(report, links)}", ""]
     if report.findings:
         parts += [*table(report, links, advice=True, budget=MAX_COMMENT // 2), ""]
-    for section in (failures(report), cost_lines(report), _known(report), _ended(report)):
+    for section in (failures(report), cost_lines(report), _known(report), _ended(report), _leaving(report)):
         if section:
             parts += [*section, ""]
     if report.problems:
@@ -116,6 +126,38 @@ def _annotation(f: Finding, workflow_path: str, window_days: int) -> Annotation:
     )
 
 
+RERUN, QUARANTINE = "rerun", "quarantine"  # the identifiers of the check run's buttons
+_BUTTONS = {
+    RERUN: CheckAction("Re-run failed jobs", "Ask GitHub to run the failed jobs again", RERUN),
+    QUARANTINE: CheckAction("Quarantine", "Open a PR quarantining the flaky tests", QUARANTINE),
+}
+# what each button needs the installation to have granted (the pull request: a branch, a commit, the PR)
+NEEDS = {RERUN: ("actions",), QUARANTINE: ("contents", "pull_requests")}
+
+
+def buttons(report: CommitReport, permissions: Mapping[str, str] | None) -> tuple[list[CheckAction], list[str]]:
+    """The check run's buttons: "Re-run failed jobs" when it failed or is neutral for failures, "Quarantine"
+    when it names flaky tests not quarantined yet; a button whose permission the installation has not
+    granted is left out, with a line saying which one (``permissions`` None: not known, shown)."""
+    wanted = []
+    if report.findings and decide(report).conclusion in (Conclusion.FAILURE, Conclusion.NEUTRAL):
+        wanted.append(RERUN)
+    if any(f.word in (Word.FLAKY, Word.KNOWN_FLAKY) for f in report.findings):
+        wanted.append(QUARANTINE)
+    shown, missing = [], []
+    for identifier in wanted:
+        lacking = [p for p in NEEDS[identifier] if permissions is not None and permissions.get(p) != "write"]
+        if lacking:
+            granted = ", ".join(f"`{p}: write`" for p in lacking)
+            missing.append(
+                f'No "{_BUTTONS[identifier].label}" button: it needs {granted}, which this installation '
+                "has not granted (the App's settings, Permissions)."
+            )
+        else:
+            shown.append(_BUTTONS[identifier])
+    return shown, missing
+
+
 def check_output(
     report: CommitReport,
     workflow_path: str = ".github",
@@ -124,6 +166,8 @@ def check_output(
     config_lines: Sequence[str] = (),
     config_problems: Sequence[str] = (),
     rerun_lines: Sequence[str] = (),
+    action_lines: Sequence[str] = (),
+    permissions: Mapping[str, str] | None = None,
 ) -> tuple[CheckConclusion, CheckOutput]:
     """The check run's conclusion and output: the reason first, the totals, then a table; one annotation
     per failing test, at its file and line when the report gives them, otherwise at the workflow file. The
@@ -134,11 +178,16 @@ def check_output(
         summary += table(report, links, advice=False, budget=MAX_OUTPUT_TEXT // 2)
     if rerun_lines:
         summary += ["", *(f"Automatic rerun: {prose(line, 300)}" for line in rerun_lines[:10])]
+    if action_lines:
+        summary += ["", *(prose(line, 300) for line in action_lines[-10:])]
+    shown, missing = buttons(report, permissions)
+    if missing:
+        summary += ["", *missing]
     if report.problems:
         summary += ["", "Not judged: " + "; ".join(prose(p, 300) for p in report.problems[:20])]
     if config_problems:
         summary += ["", "Configuration: " + "; ".join(prose(p, 300) for p in config_problems[:20])]
-    text = [*cost_lines(report), *_known(report), *_ended(report)]
+    text = [*cost_lines(report), *_known(report), *_ended(report), *_leaving(report)]
     if config_lines:
         text += ["", "<details><summary>Configuration in force</summary>", ""]
         text += [code(line, 300) + "<br>" for line in config_lines]
@@ -148,6 +197,7 @@ def check_output(
         summary=_fit(summary, MAX_OUTPUT_TEXT),
         text=_fit(text, MAX_OUTPUT_TEXT),
         annotations=[_annotation(f, workflow_path, report.thresholds.window_days) for f in report.findings],
+        actions=shown,
     )
     return gate.conclusion.value, output
 

@@ -202,3 +202,23 @@ def parse_file_text(value: object, where: str = "content") -> str | None:
         return base64.b64decode(encoded.replace("\\n", "").replace("\n", ""), validate=True).decode("utf-8")
     except (ValueError, UnicodeDecodeError) as exc:
         raise GitHubError(f"{where}: the content cannot be read: {exc}", status=200) from None
+
+
+def parse_ref_sha(value: object, where: str = "ref") -> str:
+    """The commit a ``git/ref`` answer points at (``object.sha``)."""
+    target = _obj(_need(_obj(value, where), "object", where), f"{where}.object")
+    return _str(target, "sha", f"{where}.object")
+
+
+def parse_blob_sha(value: object, where: str = "content") -> str | None:
+    """The blob sha of a ``repos/get-content`` answer for a file (None for anything else)."""
+    if not isinstance(value, dict) or value.get("type") != "file":
+        return None
+    return _str(_obj(value, where), "sha", where)
+
+
+def parse_permission(value: object, where: str = "permission") -> str:
+    """A collaborator's ``role_name`` (``maintain``, ``triage``…), else their ``permission``."""
+    obj = _obj(value, where)
+    role = obj.get("role_name")
+    return role if isinstance(role, str) and role else _str(obj, "permission", where)

@@ -4,6 +4,7 @@ constructors make any text fit."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -106,14 +107,34 @@ class Annotation:
         return body
 
 
+MAX_ACTIONS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class CheckAction:
+    """A button on a check run; a click comes back as ``check_run`` ``requested_action`` with ``identifier``."""
+
+    label: str  # at most 20 characters
+    description: str  # at most 40 characters
+    identifier: str  # at most 20 characters
+
+    def __post_init__(self) -> None:
+        for name, limit in (("label", 20), ("description", 40), ("identifier", 20)):
+            value = getattr(self, name)
+            if not value or len(value) > limit:
+                raise ValueError(f"check run action {name} must be 1 to {limit} characters: {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class CheckOutput:
-    """A check run's output. Any number of annotations: the port sends them 50 per request."""
+    """A check run's output. Any number of annotations: the port sends them 50 per request. ``actions``:
+    the check run's buttons (at most three), sent with the output and replacing the earlier ones."""
 
     title: str
     summary: str
     text: str | None = None
     annotations: tuple[Annotation, ...] = ()
+    actions: tuple[CheckAction, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.title:
@@ -126,10 +147,20 @@ class CheckOutput:
             raise ValueError(f"check output text is over {MAX_OUTPUT_TEXT} characters")
         if not isinstance(self.annotations, tuple) or not all(isinstance(a, Annotation) for a in self.annotations):
             raise ValueError("check output annotations must be a tuple of Annotation")
+        if len(self.actions) > MAX_ACTIONS:
+            raise ValueError(f"a check run has at most {MAX_ACTIONS} actions")
+
+    def actions_json(self) -> list[dict[str, str]]:
+        return [{"label": a.label, "description": a.description, "identifier": a.identifier} for a in self.actions]
 
     @classmethod
     def bounded(
-        cls, title: str, summary: str, text: str | None = None, annotations: Sequence[Annotation] = ()
+        cls,
+        title: str,
+        summary: str,
+        text: str | None = None,
+        annotations: Sequence[Annotation] = (),
+        actions: Sequence[CheckAction] = (),
     ) -> CheckOutput:
         """An output whose texts are cut to GitHub's limits (an empty title becomes ``Flaketally``)."""
         return cls(
@@ -137,6 +168,7 @@ class CheckOutput:
             summary=truncate(summary, MAX_OUTPUT_TEXT),
             text=truncate(text, MAX_OUTPUT_TEXT) if text is not None else None,
             annotations=tuple(annotations),
+            actions=tuple(actions),
         )
 
     def to_json(self, annotations: Sequence[Annotation]) -> dict[str, object]:
@@ -167,6 +199,16 @@ def split_repo(repo: str) -> tuple[str, str]:
     if match is None or match.group(2) in (".", ".."):
         raise ValueError(f"not a repository full name (owner/name): {repo!r}")
     return match.group(1), match.group(2)
+
+
+_BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)[A-Za-z0-9._/\-]{1,200}(?<![/.])$")
+
+
+def check_branch(branch: str) -> str:
+    """A branch name that is safe in a URL path and a ref (git's rules, narrowed)."""
+    if not isinstance(branch, str) or not _BRANCH.fullmatch(branch) or branch.endswith(".lock"):
+        raise ValueError(f"not a branch name: {branch!r}")
+    return branch
 
 
 def check_sha(sha: str) -> str:

@@ -62,6 +62,9 @@ class LocalGitHub:
         self.comments: dict[int, PostedComment] = {}
         self.reruns: list[int] = []  # the run ids whose failed jobs it was asked to rerun
         self._ids = itertools.count(1)
+        self.branches: dict[str, str] = {}
+        self.written: dict[tuple[str, str], str] = {}
+        self.pulls: dict[int, tuple[str, str, str]] = {}  # number → (branch, title, body)
 
     def get_run(self, repo: str, run_id: int) -> RunAttempt:
         return self.run
@@ -101,6 +104,34 @@ class LocalGitHub:
 
     def get_file(self, repo: str, path: str, etag: str | None = None) -> RepoFile:
         return RepoFile("absent")  # a replay reads no configuration: the defaults apply
+
+    def permission_of(self, repo: str, user: str) -> str:
+        return "admin"  # a replay is run by the person who owns it
+
+    # a replay holds no repository: branches and files start empty, and pull requests are recorded
+    def branch_sha(self, repo: str, branch: str) -> str | None:
+        return self.branches.get(branch)
+
+    def point_branch(self, repo: str, branch: str, sha: str) -> None:
+        self.branches[branch] = sha
+
+    def file_at(self, repo: str, path: str, ref: str) -> tuple[str | None, str | None]:
+        text = self.written.get((ref, path))
+        return (text, hashlib.sha1(text.encode()).hexdigest()) if text is not None else (None, None)
+
+    def write_file(self, repo: str, path: str, branch: str, text: str, message: str, blob: str | None) -> None:
+        self.written[(branch, path)] = text
+
+    def open_pull(self, repo: str, branch: str) -> int | None:
+        return next((n for n, (b, _, _) in self.pulls.items() if b == branch), None)
+
+    def create_pull(self, repo: str, branch: str, base: str, title: str, body: str) -> int:
+        number = len(self.pulls) + 1
+        self.pulls[number] = (branch, title, body)
+        return number
+
+    def update_pull(self, repo: str, number: int, title: str, body: str) -> None:
+        self.pulls[number] = (self.pulls[number][0], title, body)
 
     def find_check_run(self, repo: str, head_sha: str, name: str) -> int | None:
         ours = [i for i, c in self.checks.items() if c.head_sha == head_sha and c.name == name]
@@ -196,6 +227,8 @@ def render(github: LocalGitHub) -> str:
         ]
         out.append("")
     out += [f"=== rerun of the failed jobs of run {run_id} requested" for run_id in github.reruns]
+    for number, (branch, title, body) in github.pulls.items():
+        out += [f"=== pull request #{number} from {branch}: {title}", body, ""]
     if not github.comments:
         out.append("=== no pull request comment: the payload names no pull request, or there is nothing to say")
     for comment in github.comments.values():

@@ -58,6 +58,7 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
             if requested
         },
         timings=rerun_timings(scope, head_sha),
+        quarantine=scope.options.quarantine,
     )
     return dataclasses.replace(report, skipped=summary.skipped, seconds=summary.seconds)
 

@@ -11,6 +11,7 @@ stores nothing twice and edits the same check run and the same comment.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -18,11 +19,15 @@ from datetime import UTC, datetime
 
 from bot.core.findings import CommitReport
 from bot.core.verdicts import parse_optional_time
+from bot.github.errors import GitHubError
+from bot.github.models import RunAttempt
+from bot.pipeline import actions
 from bot.pipeline.assess import assess
 from bot.pipeline.collect import collect_commit, run_record
 from bot.pipeline.config import configure
 from bot.pipeline.port import Port
 from bot.pipeline.publish import ensure_check_run, publish
+from bot.pipeline.quarantine import due_to_leave, propose, removing
 from bot.pipeline.rerun import consider_rerun
 from bot.pipeline.scope import Options, Scope
 from bot.store import Store, repository
@@ -82,9 +87,28 @@ def process_workflow_run(
     with publish_lock():
         when = now or parse_optional_time(run.updated_at) or datetime.now(UTC)
         report = assess(scope, run.head_sha, when, base_commits=run.base_shas)
+        report = let_out(scope, report, run)
         consider_rerun(scope, run, report, now or datetime.now(UTC))
         publish(scope, report, run, check, pulls)
     return report
+
+
+def let_out(scope: Scope, report: CommitReport, run: RunAttempt) -> CommitReport:
+    """The report naming the quarantined tests due to leave; on a push to the default branch, the pull
+    request that lets them out opened or updated (``bot.pipeline.quarantine``)."""
+    leaving = due_to_leave(scope)
+    if not leaving:
+        return report
+    note = ""
+    branch = repository.default_branch(scope.store, scope.repo_key)
+    if branch and run.event == "push" and run.head_branch == branch:
+        path = scope.options.settings.quarantine.file
+        try:
+            note = propose(scope.gh, scope.repo, branch, path, removing(leaving)).said
+        except GitHubError as exc:
+            note = f"the pull request that lets them out could not be opened ({exc}; it needs `contents: write`)"
+    shown = tuple((e.test, e.context, evidence) for e, evidence in leaving)
+    return dataclasses.replace(report, leaving=shown, leaving_note=note)
 
 
 def open_check_run(
@@ -141,3 +165,66 @@ def rejudge(
         publish_lock=publish_lock,
         default_branch=default_branch,
     )
+
+
+def act(
+    store: Store,
+    gh: Port,
+    *,
+    installation_id: int,
+    repo: str,
+    repo_id: int,
+    head_sha: str,
+    check_run_id: int,
+    identifier: str,
+    sender: str,
+    options: Options | None = None,
+    now: datetime | None = None,
+    publish_lock: PublishLock = _no_lock,
+    default_branch: str | None = None,
+) -> str | None:
+    """``check_run`` ``requested_action``: do what the button asks (``bot.pipeline.actions``), once per check
+    run and button, then publish the attempt's check run again, which shows the line saying what was done.
+    None when the check run is not one of this App's, or the click was already acted on."""
+    scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id, options=options)
+    if scope is None:
+        return None
+    found = rec.check_run_attempt(store, scope.repo_key, check_run_id)
+    if found is None:
+        log.info("action on an unknown check run", extra={"repo": repo, "check_run_id": check_run_id})
+        return None
+    run_id, attempt = found
+    pending = f"@{sender} clicked {identifier}: in progress"
+    if not repository.claim_action(store, scope.repo_key, check_run_id, identifier, head_sha, sender, pending):
+        log.info("action already taken", extra={"repo": repo, "check_run_id": check_run_id, "action": identifier})
+        return None
+    scope = configure(scope)
+    # judged as of the attempt the check run belongs to, as its publication was
+    runs = rec.runs_for_sha(store, scope.repo_key, head_sha)
+    record = next((r for r in runs if (r.run_id, r.attempt) == found), None)
+    when = now or (parse_optional_time(record.updated_at) if record else None) or datetime.now(UTC)
+    report = assess(scope, head_sha, when)
+    line = actions.act(
+        scope,
+        identifier=identifier,
+        sender=sender,
+        run_id=run_id,
+        report=report,
+        default_branch=default_branch,
+        now=when,
+    )
+    repository.settle_action(store, scope.repo_key, check_run_id, identifier, line)
+    process_workflow_run(
+        store,
+        gh,
+        installation_id=installation_id,
+        repo=repo,
+        repo_id=repo_id,
+        run_id=run_id,
+        attempt=attempt,
+        options=options,
+        now=now,
+        publish_lock=publish_lock,
+        default_branch=default_branch,
+    )
+    return line

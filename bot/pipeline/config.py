@@ -11,6 +11,9 @@ from __future__ import annotations
 import dataclasses
 
 from bot.config.load import CONFIG_PATH, ORG_REPO, Effective, Source, resolve
+from bot.config.quarantine import parse_quarantine
+from bot.config.schema import Config
+from bot.core.quarantine import Quarantine
 from bot.github.errors import GitHubError
 from bot.pipeline.port import Port
 from bot.pipeline.scope import Scope
@@ -50,6 +53,14 @@ def repository_config(store: Store, gh: Port, repo: str) -> Effective:
     return dataclasses.replace(effective, problems=(*problems, *effective.problems))
 
 
+def repository_quarantine(store: Store, gh: Port, repo: str, config: Config) -> tuple[Quarantine, list[str]]:
+    """The repository's quarantine file (``quarantine.file``, on its default branch), read like the
+    configuration (with its ETag), and what was wrong in it."""
+    source, problem = read_file(store, gh, repo, config.quarantine.file)
+    quarantine, problems = parse_quarantine(source, config.quarantine)
+    return quarantine, [problem.replace("the defaults apply", "nothing is quarantined")] if problem else problems
+
+
 DEPLOYMENT = "this deployment"
 
 
@@ -66,12 +77,14 @@ def configure(scope: Scope) -> Scope:
     if deployment:
         config = config.model_validate({**config.model_dump(mode="json"), **deployment})
         origin.update(dict.fromkeys(deployment, DEPLOYMENT))
+    quarantine, problems = repository_quarantine(scope.store, scope.gh, scope.repo, config)
     options = dataclasses.replace(
         base,
         policy=config.policy,
         rates=config.rates.rates() if any(k.startswith("rates.") for k in origin) else base.rates,
         artifact_patterns=tuple(config.artifacts),
-        config=dataclasses.replace(effective, config=config, origin=origin),
+        config=dataclasses.replace(effective, config=config, origin=origin, problems=(*effective.problems, *problems)),
+        quarantine=quarantine,
     )
     return dataclasses.replace(scope, options=options)
 
@@ -90,3 +103,20 @@ def show_repository(*, app_id: int, private_key: str, api_url: str, database_url
     finally:
         store.close()
     return "\n".join([*(f"problem\t{p}" for p in effective.problems), *show(effective)]) + "\n"
+
+
+def quarantine_of_repository(
+    *, app_id: int, private_key: str, api_url: str, database_url: str, repo: str
+) -> tuple[Quarantine, list[str]]:
+    """``flaketally quarantine --repo``: the repository's quarantine file as its installation reads it
+    (where its configuration puts it)."""
+    from bot.github.port import GitHubPort, installation_for_repo
+
+    installation = installation_for_repo(app_id=app_id, private_key=private_key, api_url=api_url, repo=repo)
+    store = Store.open(database_url)
+    try:
+        with GitHubPort(app_id=app_id, private_key=private_key, installation_id=installation, api_url=api_url) as gh:
+            effective = repository_config(store, gh, repo)
+            return repository_quarantine(store, gh, repo, effective.config)
+    finally:
+        store.close()

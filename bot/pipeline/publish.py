@@ -123,6 +123,8 @@ def _check_output(
         config_lines=config.lines(),
         config_problems=config.problems,
         rerun_lines=shown.reruns,
+        action_lines=repository.actions_of_commit(scope.store, scope.repo_key, report.head_sha),
+        permissions=rec.installation_permissions(scope.store, scope.installation_id),
     )
 
 

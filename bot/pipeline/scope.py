@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from bot.config.load import Effective
 from bot.config.schema import Config
 from bot.core.cost import Rates
+from bot.core.quarantine import NONE as NO_QUARANTINE
+from bot.core.quarantine import Quarantine
 from bot.core.verdicts import CommitVerdict
 from bot.github.artifacts import ArchiveLimits
 from bot.pipeline.port import Port
@@ -24,6 +26,7 @@ class Options:
     limits: ArchiveLimits = field(default_factory=ArchiveLimits)
     artifact_patterns: tuple[str, ...] = ()
     config: Effective = field(default_factory=Effective)
+    quarantine: Quarantine = NO_QUARANTINE  # the repository's quarantine file, read with its configuration
 
     @property
     def settings(self) -> Config:

@@ -28,6 +28,7 @@ ADVICE = {
     Advice.KNOWN_FLAKY: "Rerun it before you change code for it: it is known flaky.",
     Advice.BROKEN_ON_BRANCH: "Not your change: it fails on the default branch too.",
     Advice.NEW_FAILURE: "Look at your change: this test passed before it.",
+    Advice.QUARANTINED: "Not held against your change: the test is quarantined in this context.",
 }
 # how the headline counts each word
 HEADLINE = {Word.FLAKY: "flaky (passed on a rerun)", Word.UNDETERMINED: "needs a rerun"}

@@ -7,7 +7,7 @@ as everywhere else in Flaketally (kept in the ``repos.github_id`` column)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -79,8 +79,26 @@ def _upsert(store: Store, table: sa.Table, values: dict[str, Any], keys: Sequenc
         conn.execute(statement)
 
 
-def record_installation(store: Store, installation_id: int, account: str, state: InstallationState) -> None:
-    _upsert(store, installations, {"id": installation_id, "account": account, "status": state.value}, ["id"])
+def record_installation(
+    store: Store,
+    installation_id: int,
+    account: str,
+    state: InstallationState,
+    permissions: Mapping[str, str] | None = None,
+) -> None:
+    values: dict[str, object] = {"id": installation_id, "account": account, "status": state.value}
+    if permissions is not None:
+        values["permissions"] = json.dumps(dict(sorted(permissions.items())))
+    _upsert(store, installations, values, ["id"])
+
+
+def installation_permissions(store: Store, installation_id: int) -> dict[str, str] | None:
+    """What the installation granted, as its last installation event said; None when no event said."""
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            sa.select(installations.c.permissions).where(installations.c.id == installation_id)
+        ).scalar()
+    return {str(k): str(v) for k, v in json.loads(found).items()} if found else None
 
 
 def installation_state(store: Store, installation_id: int) -> InstallationState | None:
@@ -405,3 +423,12 @@ def report_contexts(store: Store, repo_key: int, run_id: int, attempt: int) -> l
             .where(reports.c.repo_id == repo_key, reports.c.run_id == run_id, reports.c.attempt == attempt)
         )
         return [str(key) for (key,) in rows]
+
+
+def test_names(store: Store, repo_key: int) -> list[tuple[str, str, str, str | None]]:
+    """(stored id, classname, name, file) of every test the repository has reported."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(tests.c.test_id, tests.c.classname, tests.c.name, tests.c.file).where(tests.c.repo_id == repo_key)
+        ).all()
+    return [(str(r.test_id), str(r.classname), str(r.name), r.file) for r in rows]

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from bot.store import Store
 from bot.store.records import _upsert
-from bot.store.schema import config_files, problems, repos, reruns, runs
+from bot.store.schema import actions, config_files, problems, repos, reruns, runs
 
 
 def set_default_branch(store: Store, repo_key: int, branch: str) -> None:
@@ -128,3 +128,43 @@ def reruns_of_commit(store: Store, repo_key: int, head_sha: str) -> list[tuple[i
             .order_by(reruns.c.run_id)
         ).all()
     return [(int(r.run_id), int(r.attempt), bool(r.requested), str(r.line)) for r in rows]
+
+
+def claim_action(
+    store: Store, repo_key: int, check_run_id: int, identifier: str, head_sha: str, sender: str, line: str
+) -> bool:
+    """Keep that ``sender`` clicked button ``identifier`` on the check run; True when this call kept it (no
+    click was kept before), so only that caller acts."""
+    values = {
+        "repo_id": repo_key,
+        "check_run_id": check_run_id,
+        "identifier": identifier,
+        "head_sha": head_sha,
+        "sender": sender[:100],
+        "line": line,
+    }
+    statement = store._insert(actions).values(**values).on_conflict_do_nothing().returning(actions.c.check_run_id)
+    with store.engine.begin() as conn:
+        return conn.execute(statement).scalar() is not None
+
+
+def settle_action(store: Store, repo_key: int, check_run_id: int, identifier: str, line: str) -> None:
+    """What the click did, in the line the check run shows."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.update(actions)
+            .where(actions.c.repo_id == repo_key, actions.c.check_run_id == check_run_id)
+            .where(actions.c.identifier == identifier)
+            .values(line=line)
+        )
+
+
+def actions_of_commit(store: Store, repo_key: int, head_sha: str) -> list[str]:
+    """The lines of every click on the commit's check runs, oldest check run first."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(actions.c.line)
+            .where(actions.c.repo_id == repo_key, actions.c.head_sha == head_sha)
+            .order_by(actions.c.check_run_id, actions.c.identifier)
+        ).all()
+    return [str(r.line) for r in rows]

@@ -100,6 +100,7 @@ installations = Table(
     Column("id", BigInteger, primary_key=True, autoincrement=False),
     Column("account", String(300), nullable=False),
     Column("status", String(20), nullable=False),  # active, suspended, deleted
+    Column("permissions", Text, nullable=True),  # JSON, as its last installation event granted them
 )
 
 runs = Table(
@@ -188,6 +189,19 @@ config_files = Table(
     Column("source", String(500), primary_key=True),
     Column("etag", String(200), nullable=True),
     Column("text", Text, nullable=True),
+)
+
+# What a click on a check run's button did: one row per check run and button, kept by the first delivery.
+actions = Table(
+    "actions",
+    metadata,
+    Column("repo_id", Integer, ForeignKey("repos.id"), primary_key=True),
+    Column("check_run_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("identifier", String(20), primary_key=True),
+    Column("head_sha", String(64), nullable=False),
+    Column("sender", String(100), nullable=False),
+    Column("line", Text, nullable=False),
+    Index("ix_actions_repo_sha", "repo_id", "head_sha"),
 )
 
 # The automatic rerun decision of each run (one row per run, ever); ``attempt`` is the attempt it followed.

@@ -131,6 +131,27 @@ def _check_rerequested(p: Mapping[str, Any], installation_id: int, delivery: str
     return f"rejudge-{repo_id}-{check_run_id}-{delivery}", args
 
 
+_IDENTIFIER = re.compile(r"^[\x21-\x7e]{1,20}$")  # what the App set in actions[]: printable, at most 20
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
+
+
+def _check_action(p: Mapping[str, Any], installation_id: int, delivery: str) -> JobSpec:
+    """A click on one of the check run's buttons (``requested_action.identifier``), by ``sender``."""
+    repo_id, check_run_id = _int(p, "repository.id"), _int(p, "check_run.id")
+    identifier = _str(p, "requested_action.identifier", _IDENTIFIER)
+    args: dict[str, object] = {
+        "installation_id": installation_id,
+        "repo": _str(p, "repository.full_name", _FULL_NAME),
+        "repo_id": repo_id,
+        "head_sha": _str(p, "check_run.head_sha", COMMIT_SHA),
+        "check_run_id": check_run_id,
+        "identifier": identifier,
+        "sender": _str(p, "sender.login", _LOGIN),
+        "default_branch": _branch(p),
+    }
+    return f"action-{repo_id}-{check_run_id}-{delivery}", args
+
+
 def _installation(p: Mapping[str, Any], installation_id: int, delivery: str) -> JobSpec:
     """``created`` lists the repositories granted, ``deleted`` the ones lost; other actions list none."""
     action = str(p["action"])
@@ -142,6 +163,15 @@ def _installation(p: Mapping[str, Any], installation_id: int, delivery: str) -> 
 def _installation_repositories(p: Mapping[str, Any], installation_id: int, delivery: str) -> JobSpec:
     added, removed = _repositories(p, "repositories_added"), _repositories(p, "repositories_removed")
     return _record_installation(p, installation_id, delivery, added, removed)
+
+
+def _permissions(p: Mapping[str, Any]) -> dict[str, str] | None:
+    """What the installation granted (``installation.permissions``), when the event says."""
+    installation = p.get("installation")
+    found = installation.get("permissions") if isinstance(installation, dict) else None
+    if not isinstance(found, dict):
+        return None
+    return {str(k)[:50]: str(v)[:20] for k, v in list(found.items())[:100] if isinstance(v, str)}
 
 
 def _record_installation(
@@ -157,6 +187,7 @@ def _record_installation(
         "account": _account(p),
         "repositories_added": added,
         "repositories_removed": removed,
+        "permissions": _permissions(p),
     }
     return f"installation-{installation_id}-{delivery}", args
 
@@ -175,6 +206,7 @@ ROUTES: Mapping[tuple[str, str], JobRoute] = {
     ("workflow_run", "completed"): JobRoute("workers.jobs.process_workflow_run", 900, _run_completed),
     ("workflow_run", "requested"): JobRoute("workers.jobs.open_check_run", 120, _run_requested),
     ("check_run", "rerequested"): JobRoute("workers.jobs.rejudge", 600, _check_rerequested),
+    ("check_run", "requested_action"): JobRoute("workers.jobs.act", 600, _check_action),
     ("installation", "created"): _INSTALLATION,
     ("installation", "deleted"): _INSTALLATION,
     ("installation", "suspend"): _INSTALLATION,
