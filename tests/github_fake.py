@@ -458,6 +458,10 @@ class FakeGitHub:
 
         self._fault(route, times, limited)
 
+    def clear_faults(self) -> None:
+        """GitHub answers again: the faults not yet used are dropped."""
+        self._faults.clear()
+
     def _fault(self, route: str, times: int, make: Callable[[], httpx.Response]) -> None:
         assert route in ROUTES, f"no route named {route!r}"
         self._faults.setdefault(route, []).extend([make] * times)

@@ -7,10 +7,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from bot.config.load import Source
 from bot.config.quarantine import parse_quarantine
 from bot.config.schema import QUARANTINE_PATH
 from bot.pipeline.quarantine import ADD_BRANCH
+from bot.store import Store
 from tests.github_fake import FakeGitHub, FakeRun, zip_of
 from tests.test_end_to_end import PR, App, app, flaketally_checks, junit, pull_request_run, rerun
 
@@ -110,6 +113,8 @@ def test_someone_who_may_not_write_is_refused(app: App, github: FakeGitHub) -> N
     click(app, github, check, "rerun", sender="visitor")
     assert github.reruns == []
     assert "it needs write access to acme/widgets (read)" in github.check_runs[check].output["summary"]
+    click(app, github, check, "rerun", sender="octocat")  # the refusal does not stand in a writer's way
+    assert github.reruns == [(REPO, run.id)]
 
 
 def test_a_button_the_installation_cannot_use_is_hidden_and_the_permission_named(app: App, github: FakeGitHub) -> None:
@@ -142,3 +147,29 @@ def test_the_manifest_grants_what_every_button_needs() -> None:
     granted = yaml.safe_load((Path(__file__).parent.parent / "app.yml").read_text())["default_permissions"]
     assert {p for needs in NEEDS.values() for p in needs} <= {p for p, level in granted.items() if level == "write"}
     assert "check_run" in yaml.safe_load((Path(__file__).parent.parent / "app.yml").read_text())["default_events"]
+
+
+def test_a_click_github_could_not_take_is_not_lost(store: Store, github: FakeGitHub) -> None:
+    """GitHub unavailable while acting: the job fails (rq tries it again) and the click is not marked done."""
+    from bot.github.errors import GitHubUnavailable
+    from bot.pipeline.attempt import act, process_workflow_run
+
+    run = pull_request_run(github, junit(test_apply_coupon="fail"))
+    kwargs: dict[str, Any] = {"installation_id": 77, "repo": REPO, "repo_id": 1}
+    with github.port() as gh:
+        process_workflow_run(store, gh, run_id=run.id, attempt=1, **kwargs)
+    (check,) = flaketally_checks(github)
+    github.fail_next("rerun_failed_jobs", times=20, status=503)
+    clicked: dict[str, Any] = {
+        "head_sha": run.head_sha,
+        "check_run_id": check,
+        "identifier": "rerun",
+        "sender": "octocat",
+    }
+    with github.port() as gh, pytest.raises(GitHubUnavailable):
+        act(store, gh, **kwargs, **clicked)
+    github.clear_faults()
+    with github.port() as gh:
+        line = act(store, gh, **kwargs, **clicked)
+    assert line == "@octocat asked to re-run the failed jobs of this attempt: requested"
+    assert github.reruns == [(REPO, run.id)]

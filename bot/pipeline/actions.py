@@ -38,6 +38,17 @@ def quarantine_entries(report: CommitReport, today: datetime) -> list[Entry]:
     return entries
 
 
+def refusal(scope: Scope, identifier: str, sender: str) -> str | None:
+    """Why ``sender``'s click is not acted on (they may not write to the repository), or None."""
+    try:
+        permission = scope.gh.permission_of(scope.repo, sender)
+    except GitHubError as exc:
+        return f"@{sender} clicked {identifier}: not done, their permission could not be read ({exc})"
+    if permission not in WRITERS:
+        return f"@{sender} clicked {identifier}: not done, it needs write access to {scope.repo} ({permission})"
+    return None
+
+
 def act(
     scope: Scope,
     *,
@@ -48,14 +59,8 @@ def act(
     default_branch: str | None,
     now: datetime,
 ) -> str:
-    """Do what the button asks; the line the check run shows."""
+    """Do what the button asks (the sender may write: ``refusal``); the line the check run shows."""
     who = f"@{sender}"
-    try:
-        permission = scope.gh.permission_of(scope.repo, sender)
-    except GitHubError as exc:
-        return f"{who} clicked {identifier}: not done, their permission could not be read ({exc})"
-    if permission not in WRITERS:
-        return f"{who} clicked {identifier}: not done, it needs write access to {scope.repo} ({permission})"
     if identifier == RERUN:
         try:
             scope.gh.rerun_failed_jobs(scope.repo, run_id)

@@ -194,26 +194,33 @@ def act(
         log.info("action on an unknown check run", extra={"repo": repo, "check_run_id": check_run_id})
         return None
     run_id, attempt = found
-    pending = f"@{sender} clicked {identifier}: in progress"
-    if not repository.claim_action(store, scope.repo_key, check_run_id, identifier, head_sha, sender, pending):
-        log.info("action already taken", extra={"repo": repo, "check_run_id": check_run_id, "action": identifier})
+    refused = actions.refusal(scope, identifier, sender)
+    # a refusal is kept apart, so that it never takes the place of a click by someone who may write
+    kept = f"refused:{identifier}"[:20] if refused else identifier
+    line = refused or f"@{sender} clicked {identifier}: in progress"
+    if not repository.claim_action(store, scope.repo_key, check_run_id, kept, head_sha, sender, line):
+        log.info("action already taken", extra={"repo": repo, "check_run_id": check_run_id, "action": kept})
         return None
     scope = configure(scope)
     # judged as of the attempt the check run belongs to, as its publication was
     runs = rec.runs_for_sha(store, scope.repo_key, head_sha)
     record = next((r for r in runs if (r.run_id, r.attempt) == found), None)
     when = now or (parse_optional_time(record.updated_at) if record else None) or datetime.now(UTC)
-    report = assess(scope, head_sha, when)
-    line = actions.act(
-        scope,
-        identifier=identifier,
-        sender=sender,
-        run_id=run_id,
-        report=report,
-        default_branch=default_branch,
-        now=when,
-    )
-    repository.settle_action(store, scope.repo_key, check_run_id, identifier, line)
+    if not refused:
+        try:
+            line = actions.act(
+                scope,
+                identifier=identifier,
+                sender=sender,
+                run_id=run_id,
+                report=assess(scope, head_sha, when),
+                default_branch=default_branch,
+                now=when,
+            )
+        except BaseException:  # GitHub unavailable, the job stopped: the click is not lost, a retry acts on it
+            repository.release_action(store, scope.repo_key, check_run_id, identifier)
+            raise
+        repository.settle_action(store, scope.repo_key, check_run_id, identifier, line)
     process_workflow_run(
         store,
         gh,

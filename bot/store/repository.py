@@ -148,6 +148,16 @@ def claim_action(
         return conn.execute(statement).scalar() is not None
 
 
+def release_action(store: Store, repo_key: int, check_run_id: int, identifier: str) -> None:
+    """Forget a click that could not be acted on, so that the job's retry acts on it."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.delete(actions)
+            .where(actions.c.repo_id == repo_key, actions.c.check_run_id == check_run_id)
+            .where(actions.c.identifier == identifier)
+        )
+
+
 def settle_action(store: Store, repo_key: int, check_run_id: int, identifier: str, line: str) -> None:
     """What the click did, in the line the check run shows."""
     with store.engine.begin() as conn:
