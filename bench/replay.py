@@ -44,6 +44,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.github_fake import FakeRun
 
 REPOS = ("acme/api", "acme/web", "globex/core", "globex/tools")
 RERUNS_ON = "acme/api"
@@ -164,7 +168,7 @@ class Replay:
         self.store.close()
         self.redis.close()
 
-    def add(self, plan: Planned) -> object:
+    def add(self, plan: Planned) -> FakeRun:
         from tests.github_fake import zip_of
 
         fake = self.fake
@@ -185,7 +189,7 @@ class Replay:
             fake.add_artifact(run, f"junit-{os}", zip_of({"report.xml": report(failing)}), attempt=1)
         return run
 
-    def add_attempt(self, plan: Planned, run: object, outcomes: dict[str, set[str]]) -> None:
+    def add_attempt(self, plan: Planned, run: FakeRun, outcomes: dict[str, set[str]]) -> None:
         from tests.github_fake import zip_of
 
         fake = self.fake
@@ -202,7 +206,7 @@ class Replay:
             else:
                 fake.add_job(run, attempt=n, name=f"test ({os})", labels=(os,), carried_from=n - 1)
 
-    def deliver(self, plan: Planned, run: object, attempt: int) -> None:
+    def deliver(self, plan: Planned, run: FakeRun, attempt: int) -> None:
         self.fake.now = plan.at + (attempt - 1) * HOUR + 700
         answer = self.jobs.process_workflow_run(
             77, plan.repo, 1000 + REPOS.index(plan.repo), run.id, attempt, default_branch="main"
@@ -232,24 +236,37 @@ class Replay:
                     self.truth_events.add((plan.repo, test, os, plan.sha))
 
 
-def final_words(replay: Replay) -> list[tuple[str, str, str, str]]:
-    """(repo, sha, test, context job) → word, from each commit's last check run as the fake holds it."""
+def words_in(summary: str) -> list[tuple[str, str, str]]:
+    """(test, runner OS, word) of each row of a check run's summary table. The context is said once above
+    the table ("Context: `…`") when every row shares it, else last in each row's evidence."""
     import re
 
-    found = []
-    latest: dict[tuple[str, str], object] = {}
+    row = re.compile(r"^\| `[^`]*::(test_[a-z_0-9]+)`[^|]* \| \*\*([a-z ]+)\*\* \| (.*) \|$")
+    shared = re.compile(r"^Context: `(.*)`$")
+    found, context = [], ""
+    for line in summary.splitlines():
+        said = shared.match(line)
+        if said:
+            context = said.group(1)
+        matched = row.match(line)
+        if matched:
+            test, word, evidence = matched.groups()
+            where = context or evidence.rsplit("<br>", 1)[-1]
+            found.append((test, next((o for o in OSES if o in where), "?"), word))
+    return found
+
+
+def final_words(replay: Replay) -> list[tuple[str, str, str, str]]:
+    """(repo, sha, test, context job) → word, from each commit's last check run as the fake holds it."""
+    latest: dict[tuple[str, str], Any] = {}
     for check in sorted(replay.fake.check_runs.values(), key=lambda c: c.id):
         if check.name == "Flaketally":
             latest[(check.repo, check.head_sha)] = check
-    row = re.compile(r"^\| `[^`]*::(test_[a-z_0-9]+)` \| \*\*([a-z ]+)\*\* \| (.*) \|$")
-    for (repo, sha), check in latest.items():
-        for line in str(check.output.get("summary", "")).splitlines():
-            matched = row.match(line)
-            if matched:
-                test, word, evidence = matched.groups()
-                os = next((o for o in OSES if o.replace("-", "\\-") in evidence.rsplit(" · ", 1)[-1]), "?")
-                found.append((repo, sha, test, f"{os} {word}"))
-    return found
+    return [
+        (repo, sha, test, f"{os} {word}")
+        for (repo, sha), check in latest.items()
+        for test, os, word in words_in(str(check.output.get("summary", "")))
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
