@@ -136,6 +136,20 @@ def _parser() -> argparse.ArgumentParser:
         "file's order",
     )
     q.add_argument("--history-repo", default="local", help="with --file --db: the repository name in the store")
+    d = commands.add_parser(
+        "digest",
+        help="an organisation's weekly flake digest, from the store (printed; no GitHub request)",
+        description="The weekly digest of one installation (an organisation): the week against the one before, "
+        "the cost trend, the tests to fix first, new and fixed flakes, tests left undetermined. Only that "
+        "installation's repositories are read.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    d.add_argument("--installation", type=int, required=True, metavar="ID", help="the App's installation id")
+    d.add_argument("--week", default=None, metavar="YYYY-Www", help="the ISO week (default: the last complete one)")
+    d.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    d.add_argument("--db", default=None, help=f"store URL (default: $DATABASE_URL, else ./{DEFAULT_DATABASE_URL})")
+    d.add_argument("--server", default="https://github.com", help="where links to runs point (GitHub Enterprise)")
     serve = commands.add_parser("serve", help="run the webhook receiver (settings from the environment)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -175,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "analyze": _analyze,
         "explain": _explain,
         "quarantine": _quarantine,
+        "digest": _digest,
         "serve": _serve,
         "worker": _worker,
         "replay": _replay,
@@ -369,6 +384,38 @@ def _quarantine(args: argparse.Namespace) -> int:
     for test, why in skips.left_out:
         print(f"flaketally: left out {test}: {why}", file=sys.stderr)
     return EXIT_FINDINGS if skips.left_out else EXIT_CLEAN
+
+
+def _digest(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from bot.core.digest import week_of, week_start
+    from bot.digest.collect import organisation_week
+    from bot.render.digest import digest_markdown
+
+    week = args.week or week_of(datetime.now(UTC) - timedelta(weeks=1))
+    try:
+        week_start(week)
+    except ValueError as exc:
+        print(f"flaketally: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    store = _open_store(args.db or database_url())
+    if store is None:
+        return EXIT_USAGE
+    try:
+        found = organisation_week(store, args.installation, week)
+    finally:
+        store.close()
+    if args.format == "json":
+        document = {"flaketally": "digest", "version": 1, "organisation": found.organisation}
+        document |= dataclasses.asdict(found.digest) | {"rates_from": found.rates_from}
+        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+    else:
+        body = digest_markdown(found.digest, found.organisation, server=args.server, rates_from=found.rates_from)
+        sys.stdout.write(body + "\n")
+    return EXIT_CLEAN
 
 
 def _as_app(settings: Settings, repo: str, read: Callable[..., T], what: str) -> T | None:

@@ -25,6 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "bot.github": {"bot", "bot.core", "bot.render", "bot.github"},
     "bot.config": {"bot.core", "bot.config"},
     "bot.pipeline": {"bot.core", "bot.config", "bot.render", "bot.store", "bot.github", "bot.pipeline"},
+    "bot.digest": {"bot.core", "bot.config", "bot.render", "bot.store", "bot.pipeline", "bot.digest"},
     "bot.local": {"bot.core", "bot.config", "bot.render", "bot.store", "bot.github", "bot.pipeline", "bot.local"},
     "bot.web": {"bot.settings", "bot.store", "bot.github", "bot.web"},
     "bot.settings": {"bot.github"},

@@ -8,15 +8,15 @@ however long the repository's history is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime, timedelta
 
 from bot.core.cost import RerunTiming
 from bot.core.findings import CommitReport, Conclusion, GatePolicy, commit_report
 from bot.core.verdicts import parse_optional_time
 from bot.pipeline.scope import Scope
+from bot.store import Store, repository
 from bot.store import records as rec
-from bot.store import repository
 
 
 def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[str] = ()) -> CommitReport:
@@ -64,13 +64,19 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
 
 
 def rerun_timings(scope: Scope, head_sha: str) -> dict[tuple[int, int], RerunTiming]:
-    """The commit's rerun attempts (attempt 2 on) as GitHub timed them: the minutes of the jobs each ran
-    itself (not the ones carried over), and the wait since the attempt before it completed."""
-    store, key = scope.store, scope.repo_key
-    attempts = {(r.run_id, r.attempt): r for r in rec.runs_for_sha(store, key, head_sha)}
+    """The commit's rerun attempts (attempt 2 on) as GitHub timed them (``attempt_timings``)."""
+    return attempt_timings(scope.store, scope.repo_key, rec.runs_for_sha(scope.store, scope.repo_key, head_sha))
+
+
+def attempt_timings(
+    store: Store, repo_key: int, records: Iterable[rec.RunRecord]
+) -> dict[tuple[int, int], RerunTiming]:
+    """The rerun attempts (attempt 2 on) among ``records``: the minutes of the jobs each ran itself (not the
+    ones carried over), and the wait since the attempt before it completed."""
+    attempts = {(r.run_id, r.attempt): r for r in records}
     timings = {}
     for run_id in sorted({run_id for run_id, attempt in attempts if attempt > 1}):
-        jobs = rec.jobs_of(store, key, run_id, every=True)
+        jobs = rec.jobs_of(store, repo_key, run_id, every=True)
         for (rid, attempt), record in attempts.items():
             if rid != run_id or attempt < 2:
                 continue

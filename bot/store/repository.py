@@ -119,6 +119,17 @@ def amend_rerun(store: Store, repo_key: int, run_id: int, requested: bool, line:
         )
 
 
+def reruns_of_repo(store: Store, repo_key: int) -> list[tuple[int, int, bool, str]]:
+    """(run id, attempt it followed, requested, line) of every rerun decision of the repository."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(reruns.c.run_id, reruns.c.attempt, reruns.c.requested, reruns.c.line)
+            .where(reruns.c.repo_id == repo_key)
+            .order_by(reruns.c.run_id)
+        ).all()
+    return [(int(r.run_id), int(r.attempt), bool(r.requested), str(r.line)) for r in rows]
+
+
 def reruns_of_commit(store: Store, repo_key: int, head_sha: str) -> list[tuple[int, int, bool, str]]:
     """(run id, attempt it followed, requested, line) of every rerun decision on the commit, by run."""
     with store.engine.connect() as conn:
