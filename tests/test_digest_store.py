@@ -4,11 +4,15 @@ what the history planted (through the pipeline, the store on SQLite and PostgreS
 from __future__ import annotations
 
 import json
+from datetime import date
 
 import pytest
 
 from bot.cli import main
+from bot.config.quarantine import render_quarantine
+from bot.config.schema import QUARANTINE_PATH
 from bot.core.digest import week_start
+from bot.core.quarantine import Entry
 from bot.pipeline.attempt import process_workflow_run
 from bot.store import Store
 from bot.store import records as rec
@@ -16,6 +20,7 @@ from tests.github_fake import FakeGitHub, zip_of
 from tests.test_end_to_end import junit
 
 WEEK = "2026-W10"
+COUPON = "tests/payments/test_checkout.py::test_apply_coupon"
 EVENT = 15 * 1.50  # at the default rates, and under a cent of compute for 0.8 s
 
 
@@ -71,3 +76,39 @@ def test_a_digest_reads_only_its_installations_repositories(
 
     assert main(["digest", "--installation", "77", "--week", "2026-10", "--db", store_url]) == 2
     assert "not an ISO week" in capsys.readouterr().err
+
+
+def test_broken_tests_the_quarantine_and_what_to_add_to_it(
+    store: Store, github: FakeGitHub, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec.record_installation(store, 77, "acme", rec.InstallationState.ACTIVE)
+    github.add_file(
+        "acme/web", QUARANTINE_PATH, render_quarantine([Entry(COUPON, "all", "flaky since March", date(2026, 3, 1))])
+    )
+    for n, day in enumerate((0.5, 1.5, 2.5), 20):  # pushes to main: test_total fails every time there
+        github.now = week_start(WEEK).timestamp() + day * 86400
+        run = github.add_run("acme/api", head_sha=f"{n:040x}", event="push", head_branch="main")
+        github.add_job(run, attempt=1, name="test (3.11)", conclusion="failure")
+        github.add_artifact(run, "junit-results", zip_of({"j.xml": junit(test_total="fail")}), attempt=1)
+        with github.port() as gh:
+            process_workflow_run(
+                store,
+                gh,
+                installation_id=77,
+                repo="acme/api",
+                repo_id=1,
+                run_id=run.id,
+                attempt=1,
+                default_branch="main",
+            )
+    _run(store, github, 77, "acme/web", 30, 3.0, True)  # flaky, and quarantined
+    _run(store, github, 77, "acme/api", 31, 3.5, True)  # flaky, not quarantined
+
+    assert main(["digest", "--installation", "77", "--week", WEEK, "--db", store_url]) == 0
+    body = capsys.readouterr().out
+    assert "### Broken on a default branch (1: failing on every recent run there: not flakes)" in body
+    assert "- `tests/payments/test_checkout.py::test_total` in `acme/api`" in body
+    assert "### In quarantine (1: 0 due to leave)" in body
+    assert f"- `{COUPON}` in `acme/web` (all): flaky since March" in body
+    suggestions = body.split("### Quarantine suggestions", 1)[1]
+    assert f"`acme/api`: `{COUPON}`" in suggestions and "acme/web" not in suggestions

@@ -22,6 +22,7 @@ from bot.core.cost import Rates
 from bot.core.display import stored_display_id
 from bot.core.identity import ExecutionContext
 from bot.core.observations import Observation, TestHistory
+from bot.core.quarantine import ALL_CONTEXTS
 from bot.core.verdicts import CommitVerdict, by_commit, commit_judgement, parse_time
 
 TREND_WEEKS = 8
@@ -114,11 +115,16 @@ class Digest:
     trend: tuple[Week, ...]  # the last TREND_WEEKS weeks, oldest first; the last is this week
     top: tuple[TestWeek, ...]  # by cost this week, the most first
     new_flakes: tuple[TestWeek, ...]  # first flaky event in the whole lookback is this week
+    flaky_this_week: tuple[TestWeek, ...]  # every test with events this week, by cost
     fixed: tuple[tuple[str, str, str], ...]  # (repo, test, context): flaky last week, not this week, passed since
     undetermined: tuple[tuple[str, str, str, int], ...]  # (repo, test, context, commits), the most first
     repositories: int = 0
     more_top: int = 0  # tests with events this week beyond the top
     notes: tuple[str, ...] = field(default=())
+    # tests failing on their repository's default branch: (repo, test, context, evidence), another queue
+    broken: tuple[tuple[str, str, str, str], ...] = ()
+    # the quarantine files: (repo, test, context, due to leave, evidence or reason)
+    quarantined: tuple[tuple[str, str, str, bool, str], ...] = ()
 
     @property
     def this(self) -> Week:
@@ -127,6 +133,16 @@ class Digest:
     @property
     def previous(self) -> Week:
         return self.trend[-2] if len(self.trend) > 1 else Week(self.week)
+
+    def suggestions(self) -> dict[str, list[TestWeek]]:
+        """Per repository, its tests that flaked this week and are not quarantined there (in their context or
+        in all): what its quarantine file could add."""
+        listed = {(repo, test, context) for repo, test, context, _, _ in self.quarantined}
+        found: dict[str, list[TestWeek]] = {}
+        for t in self.flaky_this_week:
+            if not {(t.repo, t.test, t.context), (t.repo, t.test, ALL_CONTEXTS)} & listed:
+                found.setdefault(t.repo, []).append(t)
+        return found
 
     @property
     def quiet(self) -> bool:
@@ -222,6 +238,7 @@ def digest(
         trend,
         tuple(tests[:TOP]),
         tuple(t for t in tests if first_flaky[(t.repo, t.test, t.context)] == week),
+        tuple(tests),
         tuple(fixed),
         tuple(
             (repo, test, context, n)

@@ -4,11 +4,18 @@ configuration as the App last read it (no GitHub request)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 
 from bot.config.load import CONFIG_PATH, ORG_REPO, Source, resolve
+from bot.config.quarantine import parse_quarantine
+from bot.core.baseline import BaselineState, baseline
 from bot.core.digest import TREND_WEEKS, Digest, RunFact, digest, week_start
+from bot.core.display import stored_display_id
+from bot.core.identity import ExecutionContext
+from bot.core.observations import TestHistory
+from bot.core.quarantine import recovery
 from bot.pipeline.assess import attempt_timings
 from bot.store import Store, repository
 from bot.store import records as rec
@@ -55,12 +62,55 @@ def organisation_week(store: Store, installation_id: int, week: str) -> Organisa
     cached = repository.cached_file(store, where)
     effective = resolve([Source(where, cached[1] if cached else None)])
     rates_from = where if any(k.startswith("rates.") for k in effective.origin) else "the defaults"
-    found = digest(
-        week,
-        histories,
-        runs,
-        rates=effective.config.rates.rates(),
-        policy=effective.config.policy,
-        repositories=len(repos),
-    )
+    config = effective.config
+    found = digest(week, histories, runs, rates=config.rates.rates(), policy=config.policy, repositories=len(repos))
+    broken: list[tuple[str, str, str, str]] = []
+    quarantined: list[tuple[str, str, str, bool, str]] = []
+    for key, name in repos:
+        mine = [h for repo, h in histories if repo == name]
+        broken += _broken(store, key, name, mine, since)
+        quarantined += _quarantined(store, name, organisation, mine)
+    found = dataclasses.replace(found, broken=tuple(broken), quarantined=tuple(quarantined))
     return OrganisationWeek(organisation, found, rates_from)
+
+
+def _broken(
+    store: Store, key: int, repo: str, histories: list[TestHistory], since: str
+) -> list[tuple[str, str, str, str]]:
+    """The tests that fail on every recent run of the repository's default branch (``bot.core.baseline``)."""
+    branch = repository.default_branch(store, key)
+    if not branch:
+        return []
+    on_branch = repository.commits_on_branch(store, key, branch, since)
+    found = []
+    for h in histories:
+        state = baseline(h.observations, "", branch=branch, default_commits=on_branch)
+        if state.state in (BaselineState.BROKEN, BaselineState.REGRESSION):
+            test = stored_display_id(h.test_id, h.classname, h.name, h.file)
+            found.append((repo, test, ExecutionContext.from_key(h.context).display(), state.evidence))
+    return found
+
+
+def _quarantined(
+    store: Store, repo: str, organisation: str, histories: list[TestHistory]
+) -> list[tuple[str, str, str, bool, str]]:
+    """The repository's quarantine file as the App last read it, each entry due to leave or not."""
+    sources = []
+    for where in (f"{organisation}/{ORG_REPO}:{CONFIG_PATH}", f"{repo}:{CONFIG_PATH}"):
+        cached = repository.cached_file(store, where)
+        sources.append(Source(where, cached[1] if cached else None))
+    settings = resolve(sources).config.quarantine
+    where = f"{repo}:{settings.file}"
+    cached = repository.cached_file(store, where)
+    quarantine, _ = parse_quarantine(Source(where, cached[1] if cached else None), settings)
+    found = []
+    for entry in quarantine.entries:
+        runs = [
+            recovery(h.observations, quarantine)
+            for h in histories
+            if stored_display_id(h.test_id, h.classname, h.name, h.file) == entry.test
+            and entry.covers(entry.test, ExecutionContext.from_key(h.context).display())
+        ]
+        due = bool(runs) and all(r.due for r in runs)
+        found.append((repo, entry.test, entry.context, due, runs[0].evidence if due else entry.reason))
+    return found

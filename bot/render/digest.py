@@ -122,10 +122,29 @@ def _lists(d: Digest, cap: int) -> list[str]:
         f"- {code(test)} in {code(repo, 100)} ({prose(context, 100)}): {_n(n, 'commit')}"
         for repo, test, context, n in d.undetermined
     ]
+    broken = [
+        f"- {code(test)} in {code(repo, 100)} ({prose(context, 100)}): {prose(evidence, 300)}"
+        for repo, test, context, evidence in d.broken
+    ]
+    leaving = [q for q in d.quarantined if q[3]]
+    held = [
+        f"- {code(test)} in {code(repo, 100)} ({prose(context, 100)}): "
+        + (f"**due to leave**: {prose(why, 300)}" if due else prose(why, 200))
+        for repo, test, context, due, why in sorted(d.quarantined, key=lambda q: (not q[3], q[0], q[1]))
+    ]
+    suggested = [
+        f"- {code(repo, 100)}: "
+        + ", ".join(f"{code(t.test)} ({prose(t.context, 100)})" for t in tests[:5])
+        + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+        for repo, tests in sorted(d.suggestions().items())
+    ]
     for title, lines, what, why in (
         ("New flakes", new, "new flakes", "first flaky this week"),
         ("Fixed flakes", fixed, "fixed flakes", "flaky last week, passing this week"),
+        ("Broken on a default branch", broken, "tests", "failing on every recent run there: not flakes"),
         ("Left undetermined most often", lone, "tests", "single failures with no rerun: candidates for reruns"),
+        ("In quarantine", held, "tests", f"{len(leaving)} due to leave"),
+        ("Quarantine suggestions", suggested, "repositories", "flaky this week and not quarantined"),
     ):
         if lines:
             out += [f"### {title} ({len(lines)}: {why})", "", *_capped(lines, cap, what), ""]
