@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from bot.core.cost import Rates
+from bot.core.cost import Rates, cost_of
 from bot.core.display import stored_display_id
 from bot.core.identity import ExecutionContext
 from bot.core.observations import Observation, TestHistory
 from bot.core.quarantine import ALL_CONTEXTS
-from bot.core.verdicts import CommitVerdict, by_commit, commit_judgement, parse_time
+from bot.core.verdicts import CommitJudgement, CommitVerdict, by_commit, commit_judgement, parse_time
 
 TREND_WEEKS = 8
 TOP = 10
@@ -120,7 +120,6 @@ class Digest:
     undetermined: tuple[tuple[str, str, str, int], ...]  # (repo, test, context, commits), the most first
     repositories: int = 0
     more_top: int = 0  # tests with events this week beyond the top
-    notes: tuple[str, ...] = field(default=())
     # tests failing on their repository's default branch: (repo, test, context, evidence), another queue
     broken: tuple[tuple[str, str, str, str], ...] = ()
     # the quarantine files: (repo, test, context, due to leave, evidence or reason)
@@ -157,17 +156,16 @@ def _latest(observations: Sequence[Observation]) -> Observation | None:
 
 
 def _judged(
-    repo: str, history: TestHistory, policy: CommitVerdict, rates: Rates
-) -> Iterable[tuple[str, datetime, CommitVerdict, Sequence[Observation], float]]:
-    """Each dated commit of a test in one context: (commit, when, verdict, observations, event cost)."""
+    history: TestHistory, policy: CommitVerdict, rates: Rates
+) -> Iterable[tuple[CommitJudgement, datetime, Observation, float]]:
+    """Each dated commit of a test in one context: its judgement, when its last report ran, that report,
+    and what it cost (``bot.core.cost``: nothing unless it was flaky)."""
     for sha, observations in by_commit(history.observations):
         latest = _latest(observations)
         if latest is None or latest.started_at is None:
             continue
         judged = commit_judgement(sha, observations, policy)
-        wasted = judged.seconds / judged.attempts * (judged.attempts - 1) / 60 if judged.attempts else 0.0
-        cost = wasted * rates.compute_per_minute + rates.developer_minutes_per_event * rates.developer_per_minute
-        yield sha, parse_time(latest.started_at), judged.verdict, observations, cost
+        yield judged, parse_time(latest.started_at), latest, cost_of([judged], rates).total
 
 
 def digest(
@@ -193,12 +191,12 @@ def digest(
         test = stored_display_id(history.test_id, history.classname, history.name, history.file)
         context = ExecutionContext.from_key(history.context).display()
         key = (repo, test, context)
-        for sha, when, verdict, observations, cost in _judged(repo, history, policy, rates):
-            latest = _latest(observations)
+        for judged, when, latest, cost in _judged(history, policy, rates):
+            verdict, sha, observations = judged.verdict, judged.commit, judged.observations
             if verdict is CommitVerdict.FLAKY:
-                events.append(Event(repo, test, context, sha, when, cost, latest.run_id if latest else None))
+                events.append(Event(repo, test, context, sha, when, cost, latest.run_id))
                 first_flaky.setdefault(key, week_of(when))
-                evidence[key] = commit_judgement(sha, observations, policy).evidence
+                evidence[key] = judged.evidence
             elif verdict is CommitVerdict.UNDETERMINED and week_of(when) == week:
                 undetermined[key] += 1
             elif verdict is CommitVerdict.PASSING:
