@@ -15,10 +15,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from bot import __version__
+from bot.cli_parser import FORMATS as FORMATS
+from bot.cli_parser import SKIP_FORMATS as SKIP_FORMATS
+from bot.cli_parser import parser
 from bot.core.cost import Rates
-from bot.core.verdict_names import SINGLE_FAIL_POLICIES, CommitVerdict
-from bot.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, database_url
+from bot.core.verdict_names import CommitVerdict
+from bot.settings import Settings, SettingsError, database_url
 
 if TYPE_CHECKING:
     from bot.core.analysis import Analysis
@@ -26,165 +28,12 @@ if TYPE_CHECKING:
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 # bot.render.analysis.RENDERERS and the terminal table, named here so --help imports nothing
-FORMATS = ("table", "lines", "text", "markdown", "json", "html")
-SKIP_FORMATS = ("pytest", "go", "jest", "vitest", "playwright", "maven", "yaml")  # bot.config.skiplist.FORMATS
 T = TypeVar("T")
 PROGRESS_FROM = 20  # reports: fewer are read before a bar could be seen
-EXIT_CODES = "exit codes: 0 nothing to report, 1 findings (flaky, broken or failing tests), 2 usage error or no report"
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text!r}")
-    return value
-
-
-def _judging_options(parser: argparse.ArgumentParser) -> None:
-    """The options of every command that judges reports: policy, rates, repository and store."""
-    parser.add_argument(
-        "--single-fail-policy",
-        choices=[p.value for p in SINGLE_FAIL_POLICIES],
-        default=CommitVerdict.UNDETERMINED.value,
-        help="what a single failure with no rerun counts as",
-    )
-    defaults = Rates()
-    parser.add_argument("--compute-rate", type=_positive, default=defaults.compute_per_minute, help="per CI minute")
-    parser.add_argument("--developer-rate", type=_positive, default=defaults.developer_per_minute, help="per minute")
-    parser.add_argument(
-        "--developer-minutes",
-        type=_positive,
-        default=defaults.developer_minutes_per_event,
-        help="developer minutes lost per flaky event",
-    )
-    parser.add_argument("--currency", default=defaults.currency, help="the label printed beside every figure")
-    parser.add_argument("--repo", default="local", help="the repository name the reports are stored under")
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="keep the reports in this store (a SQLite path or a database URL) to judge them again with more "
-        "later; without it nothing is written",
-    )
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flaketally", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES)
-    parser.add_argument("--version", action="version", version=f"flaketally {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    a = commands.add_parser(
-        "analyze",
-        help="judge JUnit reports on local files",
-        description="Judge the JUnit reports in the paths given: every test's verdict with its evidence, and what "
-        "the flakes cost.",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    a.add_argument("paths", nargs="+", metavar="PATH", help="report files, or directories searched for *.xml")
-    a.add_argument(
-        "--format",
-        choices=FORMATS,
-        default=argparse.SUPPRESS,  # chosen by where the output goes, said in the help
-        help="table: the tests that need attention, worst first (the default on a terminal); lines (or text): one "
-        "tab-separated record a line, sorted, for diffing and scripts (the default when piped); markdown: for a "
-        "PR; json: versioned, everything; html: one self-contained page with a heatmap and the cost chart",
-    )
-    a.add_argument(
-        "--top",
-        type=int,
-        default=20,
-        metavar="N",
-        help="the table shows the N worst tests; 0 shows all",
-    )
-    _judging_options(a)
-    e = commands.add_parser(
-        "explain",
-        help="every commit and attempt behind one test's verdict, and why no other verdict applied",
-        description="Explain one test's verdict: the judge's rules in order, which held and which did not, the "
-        "score and its bound, and every commit and attempt in the window. TEST is the id as the runner prints it "
-        "(as analyze shows it), or the end or a part of it when only one test matches.",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    e.add_argument("test", metavar="TEST", help="the test, e.g. tests/test_x.py::test_y or just test_y")
-    e.add_argument("paths", nargs="*", metavar="PATH", help="report files or directories (or none, with --db)")
-    e.add_argument("--context", default=None, help="only this execution context (a part of its name will do)")
-    e.add_argument("--format", choices=("text", "json"), default="text")
-    _judging_options(e)
-    q = commands.add_parser(
-        "quarantine",
-        help="the quarantined tests in the form a runner takes to skip them",
-        description="Print the quarantine file's tests, most costly first, as a runner takes them: pytest "
-        "--deselect arguments, a go test -skip expression, a jest/vitest --testNamePattern, a Playwright "
-        "--grep-invert, a Surefire -Dtest exclusion list, or the YAML file. Tests a format cannot express are "
-        "named on stderr.",
-        epilog="exit codes: 0 printed, 1 some tests could not be expressed (named on stderr), 2 usage error",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    where = q.add_mutually_exclusive_group(required=True)
-    where.add_argument("--file", metavar="PATH", help="a local quarantine file")
-    where.add_argument(
-        "--repo", metavar="OWNER/NAME", help="the repository's file, read with the App's keys from the environment"
-    )
-    q.add_argument("--format", choices=SKIP_FORMATS, default="yaml")
-    q.add_argument(
-        "--db",
-        default=None,
-        help="the store whose history ranks the tests by cost (with --repo: $DATABASE_URL); without it, the "
-        "file's order",
-    )
-    q.add_argument("--history-repo", default="local", help="with --file --db: the repository name in the store")
-    d = commands.add_parser(
-        "digest",
-        help="an organisation's weekly flake digest, from the store (printed; no GitHub request)",
-        description="The weekly digest of one installation (an organisation): the week against the one before, "
-        "the cost trend, the tests to fix first, new and fixed flakes, tests left undetermined. Only that "
-        "installation's repositories are read.",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    d.add_argument("--installation", type=int, required=True, metavar="ID", help="the App's installation id")
-    d.add_argument("--week", default=None, metavar="YYYY-Www", help="the ISO week (default: the last complete one)")
-    d.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    d.add_argument("--db", default=None, help=f"store URL (default: $DATABASE_URL, else ./{DEFAULT_DATABASE_URL})")
-    d.add_argument("--server", default="https://github.com", help="where links to runs point (GitHub Enterprise)")
-    serve = commands.add_parser("serve", help="run the webhook receiver (settings from the environment)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    worker = commands.add_parser("worker", help="run an rq worker with the scheduler (settings from the environment)")
-    worker.add_argument("--burst", action="store_true", help="work through the queue, then exit")
-    replay = commands.add_parser(
-        "replay", help="run the whole pipeline for one delivery against local artifact zips, printing what it posts"
-    )
-    replay.add_argument("payload", metavar="PAYLOAD.json", help="a workflow_run completed delivery's JSON body")
-    replay.add_argument("--artifacts", required=True, metavar="DIR", help="a folder of the run's artifact zips")
-    replay.add_argument("--dry-run", action="store_true", help="judge in a throwaway store: nothing is kept")
-    replay.add_argument("--db", default=None, help=f"store URL (default: $DATABASE_URL, else ./{DEFAULT_DATABASE_URL})")
-    replay.add_argument(
-        "--single-fail-policy",
-        choices=[p.value for p in SINGLE_FAIL_POLICIES],
-        default=CommitVerdict.UNDETERMINED.value,
-    )
-    config = commands.add_parser("config", help="check, explain or show the .github/flaketally.yml configuration")
-    what = config.add_subparsers(dest="config_command", required=True)
-    check = what.add_parser("check", help="validate local files, no GitHub needed (exit 1 when a key is wrong)")
-    check.add_argument(
-        "files",
-        nargs="+",
-        metavar="FILE",
-        help="a .github/flaketally.yml (give the organisation's first to merge), or a quarantine file (its name "
-        "says quarantine)",
-    )
-    what.add_parser("schema", help="every key: its values, default and what it does (Markdown)")
-    show = what.add_parser("show", help="the configuration in force for a repository, read with the App's keys")
-    show.add_argument("--repo", required=True, metavar="OWNER/NAME")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser(__doc__.split("\n\n")[0]).parse_args(argv)
     commands = {
         "analyze": _analyze,
         "explain": _explain,

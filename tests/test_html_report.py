@@ -39,8 +39,6 @@ from bot.render.html import (
     TRACE_TAIL,
     CellState,
     MessageGroup,
-    bar_chart,
-    bar_layout,
     cell_state,
     cost_rows,
     excerpt,
@@ -48,10 +46,10 @@ from bot.render.html import (
     label,
     latest_failure,
     message_groups,
-    money,
     pick_rows,
     to_html,
 )
+from bot.render.page import bar_chart, bar_layout, money
 from tests.conftest import FIXTURES, ROOT
 
 SAMPLES = ROOT / "samples"

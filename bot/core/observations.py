@@ -14,6 +14,10 @@ LETTER = {outcome: outcome.letter for outcome in Outcome}
 PASSED, FAILED, ERROR, SKIPPED = (LETTER[o] for o in (Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.SKIPPED))
 
 
+# the words an outcome letter is said with, everywhere a person reads attempts
+OUTCOME_WORDS = {"P": "passed", "F": "failed", "E": "errored", "S": "skipped"}
+
+
 def has_failure(outcomes: str) -> bool:
     """Whether a string of outcome letters holds a failure or an error."""
     return FAILED in outcomes or ERROR in outcomes

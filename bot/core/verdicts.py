@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import NamedTuple
 
-from bot.core.observations import Observation, TestHistory, has_failure
+from bot.core.observations import OUTCOME_WORDS, Observation, TestHistory, has_failure
 from bot.core.verdict_names import SINGLE_FAIL_POLICIES as SINGLE_FAIL_POLICIES
 from bot.core.verdict_names import CommitVerdict as CommitVerdict
 from bot.core.verdict_names import TestVerdict as TestVerdict
@@ -76,7 +76,7 @@ class CommitJudgement(NamedTuple):
 
 def _attempt_words(observations: Sequence[Observation]) -> str:
     """``failed on attempt 1, passed on attempt 2`` with in-report retries spelled out."""
-    words = {"P": "passed", "F": "failed", "E": "errored", "S": "skipped"}
+    words = OUTCOME_WORDS
     parts = []
     for obs in observations:
         run = f" of run {obs.run_id}" if obs.run_id is not None else ""

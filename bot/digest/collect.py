@@ -18,7 +18,7 @@ from bot.core.observations import TestHistory
 from bot.core.quarantine import recovery
 from bot.pipeline.assess import attempt_timings
 from bot.store import Store, repository
-from bot.store import records as rec
+from bot.store import organisation as org_store
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +30,8 @@ class OrganisationWeek:
 
 def organisation_week(store: Store, installation_id: int, week: str) -> OrganisationWeek:
     """The digest of ``week`` for the installation (module docstring)."""
-    repos = rec.repos_of_installation(store, installation_id)
-    organisation = rec.installation_account(store, installation_id) or (
+    repos = org_store.repos_of_installation(store, installation_id)
+    organisation = org_store.installation_account(store, installation_id) or (
         repos[0][1].split("/", 1)[0] if repos else str(installation_id)
     )
     since = (week_start(week) - timedelta(weeks=TREND_WEEKS - 1)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -39,7 +39,7 @@ def organisation_week(store: Store, installation_id: int, week: str) -> Organisa
     runs: list[RunFact] = []
     for key, name in repos:
         histories += [(name, h) for h in store.history(name, since=since)]
-        records = rec.runs_since(store, key, since)
+        records = org_store.runs_since(store, key, since)
         timings = attempt_timings(store, key, records)
         decided = repository.reruns_of_repo(store, key)
         automatic = {(run_id, attempt + 1) for run_id, attempt, requested, _ in decided if requested}

@@ -135,12 +135,14 @@ _BUTTONS = {
 NEEDS = {RERUN: ("actions",), QUARANTINE: ("contents", "pull_requests")}
 
 
-def buttons(report: CommitReport, permissions: Mapping[str, str] | None) -> tuple[list[CheckAction], list[str]]:
+def buttons(
+    report: CommitReport, permissions: Mapping[str, str] | None, conclusion: Conclusion
+) -> tuple[list[CheckAction], list[str]]:
     """The check run's buttons: "Re-run failed jobs" when it failed or is neutral for failures, "Quarantine"
     when it names flaky tests not quarantined yet; a button whose permission the installation has not
     granted is left out, with a line saying which one (``permissions`` None: not known, shown)."""
     wanted = []
-    if report.findings and decide(report).conclusion in (Conclusion.FAILURE, Conclusion.NEUTRAL):
+    if report.findings and conclusion in (Conclusion.FAILURE, Conclusion.NEUTRAL):
         wanted.append(RERUN)
     if any(f.word in (Word.FLAKY, Word.KNOWN_FLAKY) for f in report.findings):
         wanted.append(QUARANTINE)
@@ -180,7 +182,7 @@ def check_output(
         summary += ["", *(f"Automatic rerun: {prose(line, 300)}" for line in rerun_lines[:10])]
     if action_lines:
         summary += ["", *(prose(line, 300) for line in action_lines[-10:])]
-    shown, missing = buttons(report, permissions)
+    shown, missing = buttons(report, permissions, gate.conclusion)
     if missing:
         summary += ["", *missing]
     if report.problems:

@@ -8,7 +8,6 @@ request bodies GitHub would refuse, and sends more than 50 annotations in consec
 
 from __future__ import annotations
 
-import base64
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -31,22 +30,18 @@ from bot.github.models import (
 )
 from bot.github.parsing import (
     parse_artifact,
-    parse_blob_sha,
     parse_check_run,
     parse_comment,
     parse_created_id,
     parse_file_text,
     parse_job,
-    parse_permission,
     parse_pull,
-    parse_ref_sha,
     parse_run_attempt,
     parse_run_summary,
 )
 from bot.github.payloads import (
     Annotation,
     CheckOutput,
-    check_branch,
     check_comment_body,
     check_id,
     check_sha,
@@ -54,6 +49,7 @@ from bot.github.payloads import (
     split_repo,
     status_json,
 )
+from bot.github.pulls import RepositoryWrites
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -61,7 +57,7 @@ if TYPE_CHECKING:
 DOWNLOAD_CHUNK: Final = 1 << 16
 
 
-class GitHubPort:
+class GitHubPort(RepositoryWrites):
     """GitHub as one installation of the App sees it. One port per thread; cheap to create.
 
     Use it as a context manager (or call :meth:`close`) to keep one HTTP connection pool for many
@@ -230,19 +226,6 @@ class GitHubPort:
         )
         self._client.mutate(request, self._client.budget())
 
-    def permission_of(self, repo: str, user: str) -> str:
-        """``admin``, ``maintain``, ``write``, ``triage``, ``read`` or ``none``: what ``user`` may do in the
-        repository (the role name when GitHub gives one)."""
-        owner, name = split_repo(repo)
-        request = functools.partial(self._client.rest.repos.get_collaborator_permission_level, owner, name, user)
-        try:
-            answer = self._client.json(self._client.send(request, self._client.budget()))
-        except GitHubError as exc:
-            if exc.status == 404:
-                return "none"
-            raise
-        return parse_permission(answer, f"{repo} permission of {user}")
-
     # -- files
 
     def get_file(self, repo: str, path: str, etag: str | None = None) -> RepoFile:
@@ -263,94 +246,6 @@ class GitHubPort:
         if text is None:
             return RepoFile("not_a_file")
         return RepoFile("found", text, response.headers.get("etag"))
-
-    # -- pull requests that change a file (the quarantine's)
-
-    def branch_sha(self, repo: str, branch: str) -> str | None:
-        """The commit a branch points at; None when there is no such branch."""
-        owner, name = split_repo(repo)
-        request = functools.partial(self._client.rest.git.get_ref, owner, name, f"heads/{check_branch(branch)}")
-        try:
-            answer = self._client.json(self._client.send(request, self._client.budget()))
-        except GitHubError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return parse_ref_sha(answer, f"{repo} heads/{branch}")
-
-    def point_branch(self, repo: str, branch: str, sha: str) -> None:
-        """Create ``branch`` at ``sha``, or move it there (a branch left from a closed pull request)."""
-        owner, name = split_repo(repo)
-        ref = f"heads/{check_branch(branch)}"
-        if self.branch_sha(repo, branch) is None:
-            create = functools.partial(
-                self._client.rest.git.create_ref, owner, name, data={"ref": f"refs/{ref}", "sha": check_sha(sha)}
-            )
-            self._client.mutate(create, self._client.budget())
-        else:
-            move = functools.partial(
-                self._client.rest.git.update_ref, owner, name, ref, data={"sha": check_sha(sha), "force": True}
-            )
-            self._client.mutate(move, self._client.budget())
-
-    def file_at(self, repo: str, path: str, ref: str) -> tuple[str | None, str | None]:
-        """A file's text on a branch and its blob sha (to replace it); (None, None) when it is absent."""
-        owner, name = split_repo(repo)
-        request = functools.partial(self._client.rest.repos.get_content, owner, name, path, ref=check_branch(ref))
-        try:
-            answer = self._client.json(self._client.send(request, self._client.budget()))
-        except GitHubError as exc:
-            if exc.status == 404:
-                return None, None
-            raise
-        return parse_file_text(answer, f"{repo}:{path}@{ref}"), parse_blob_sha(answer, f"{repo}:{path}@{ref}")
-
-    def write_file(self, repo: str, path: str, branch: str, text: str, message: str, blob: str | None) -> None:
-        """Commit ``text`` as ``path`` on ``branch`` (``blob``: the sha of the file it replaces)."""
-        owner, name = split_repo(repo)
-        data: dict[str, str] = {
-            "message": message,
-            "content": base64.b64encode(text.encode("utf-8")).decode("ascii"),
-            "branch": check_branch(branch),
-        }
-        if blob:
-            data["sha"] = blob
-        request = functools.partial(
-            self._client.rest.repos.create_or_update_file_contents, owner, name, path, data=data
-        )
-        self._client.mutate(request, self._client.budget())
-
-    def open_pull(self, repo: str, branch: str) -> int | None:
-        """The number of the open pull request from ``branch`` of the repository itself, if any."""
-        owner, name = split_repo(repo)
-        first = functools.partial(
-            self._client.rest.pulls.list, owner, name, state="open", head=f"{owner}:{check_branch(branch)}"
-        )
-        items = self._client.pages(first, key=None, budget=self._client.budget())
-        pulls = [parse_pull(item, f"pulls[{i}]") for i, item in enumerate(items)]
-        return next((number for number, state in pulls if state == "open"), None)
-
-    def create_pull(self, repo: str, branch: str, base: str, title: str, body: str) -> int:
-        owner, name = split_repo(repo)
-        data = {
-            "title": title,
-            "head": check_branch(branch),
-            "base": check_branch(base),
-            "body": check_comment_body(body),
-        }
-        request = functools.partial(self._client.rest.pulls.create, owner, name, data=data)
-        return parse_pull(self._client.json(self._client.mutate(request, self._client.budget())), "pull")[0]
-
-    def update_pull(self, repo: str, number: int, title: str, body: str) -> None:
-        owner, name = split_repo(repo)
-        request = functools.partial(
-            self._client.rest.pulls.update,
-            owner,
-            name,
-            check_id(number, "pull number"),
-            data={"title": title, "body": check_comment_body(body)},
-        )
-        self._client.mutate(request, self._client.budget())
 
     # -- check runs
 

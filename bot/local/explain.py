@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.core.display import display_id
 from bot.core.judge import TestAnalysis
-from bot.core.observations import Observation
+from bot.core.observations import OUTCOME_WORDS, Observation
 from bot.core.verdicts import (
     DEFAULT_THRESHOLDS,
     HALF_LIFE_COMMITS,
@@ -30,8 +30,6 @@ from bot.core.verdicts import (
     in_window,
     short,
 )
-
-WORDS = {"P": "passed", "F": "failed", "E": "errored", "S": "skipped"}
 
 
 class NotFound(LookupError):
@@ -172,7 +170,7 @@ def explain(
 
 def _attempt(o: Observation) -> str:
     run = f"run {o.run_id} " if o.run_id is not None else ""
-    steps = ", then ".join(WORDS[c] for c in o.outcomes)
+    steps = ", then ".join(OUTCOME_WORDS[c] for c in o.outcomes)
     retries = " (retries in one report)" if len(o.outcomes) > 1 else ""
     took = f", {o.seconds:.2f} s" if o.seconds else ""
     return f"{run}attempt {o.attempt}: {steps}{retries}{took}"

@@ -19,7 +19,7 @@ from bot.pipeline.collect import workflow_file
 from bot.pipeline.port import Port
 from bot.pipeline.scope import Scope
 from bot.render.findings import Links
-from bot.store import Store, repository
+from bot.store import Store, organisation, repository
 from bot.store import records as rec
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ def _check_output(
         config_problems=config.problems,
         rerun_lines=shown.reruns,
         action_lines=repository.actions_of_commit(scope.store, scope.repo_key, report.head_sha),
-        permissions=rec.installation_permissions(scope.store, scope.installation_id),
+        permissions=organisation.installation_permissions(scope.store, scope.installation_id),
     )
 
 

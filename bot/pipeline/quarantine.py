@@ -24,7 +24,7 @@ from bot.pipeline.port import Port
 from bot.pipeline.scope import Scope
 from bot.render.findings import prose
 from bot.render.markdown import code, plain
-from bot.store import records as rec
+from bot.store import organisation
 
 ADD_BRANCH = "flaketally/quarantine"
 REMOVE_BRANCH = "flaketally/quarantine-recovered"
@@ -141,7 +141,7 @@ def due_to_leave(scope: Scope) -> list[tuple[Entry, str]]:
     named = {e.test for e in quarantine.entries}
     shown = {
         stored: display
-        for stored, classname, name, file in rec.test_names(scope.store, scope.repo_key)
+        for stored, classname, name, file in organisation.test_names(scope.store, scope.repo_key)
         if (display := stored_display_id(stored, classname, name, file)) in named
     }
     histories = scope.store.history(scope.repo, set(shown)) if shown else []

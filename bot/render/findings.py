@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 
 from bot.core.baseline import SHOWN_IN_ORDER, Word
 from bot.core.findings import Advice, CommitReport, Finding
@@ -142,8 +143,11 @@ def table(report: CommitReport, links: Links, *, advice: bool, budget: int) -> l
 
 
 def money(value: float) -> str:
-    """To the cent, and never a rounded-away zero: below a cent it says so."""
-    return f"{value:.2f}" if value >= 0.005 or value == 0 else "< 0.01"
+    """To the cent, halves rounded up as the figure is written (2.675 → 2.68), and never a rounded-away
+    zero: below a cent it says so."""
+    if 0 < value < 0.005:
+        return "< 0.01"
+    return str(Decimal(repr(value)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
 def cost_lines(report: CommitReport) -> list[str]:

@@ -11,27 +11,20 @@ markup is in ``templates/``: ``base.html`` (head, styles with dark mode, header)
 
 from __future__ import annotations
 
-import base64
-import functools
-import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
-from pathlib import Path
-
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from markupsafe import Markup
 
 from bot.core.analysis import Analysis, FileWarning, worst_first
 from bot.core.cost import Cost
 from bot.core.display import display_id, source_location
 from bot.core.judge import TestAnalysis
-from bot.core.observations import Observation
+from bot.core.observations import OUTCOME_WORDS, Observation
 from bot.core.results import first_line
 from bot.core.verdicts import CommitJudgement, CommitVerdict, TestVerdict, short
+from bot.render.markdown import truncate
+from bot.render.page import Header, Stat, bar_layout, money, printable, render_page
 
-TEMPLATES = Path(__file__).with_name("templates")
 MAX_ROWS = 200  # heatmap rows: every finding first, then others up to this
 MAX_COMMITS = 120  # heatmap columns: the most recent commits
 MAX_BARS = 30  # tests in the cost chart and table
@@ -42,8 +35,6 @@ MAX_CELL_REPORTS = 5  # reports spelled out in a cell's tooltip
 LABEL_LIMIT = 200
 MESSAGE_LIMIT = 300
 TRACE_HEAD, TRACE_TAIL, TRACE_LIMIT = 10, 30, 4000
-
-_WORDS = {"P": "passed", "F": "failed", "E": "errored", "S": "skipped"}
 
 
 class CellState(StrEnum):
@@ -155,61 +146,6 @@ class CostRow:
     value: float
 
 
-@dataclass(frozen=True, slots=True)
-class Bar:
-    label: str  # cut to fit; ``title`` holds it whole
-    title: str
-    text: str
-    y: int
-    width: float
-
-
-@dataclass(frozen=True, slots=True)
-class BarChart:
-    """A horizontal bar chart laid out for ``macros.html``: each bar under its label, its figure after it."""
-
-    width: int
-    height: int
-    bar_height: int
-    row_height: int
-    bars: tuple[Bar, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Stat:
-    label: str
-    value: str
-    tone: str = ""  # a CellState value to colour the figure, or empty
-
-
-@dataclass(frozen=True, slots=True)
-class Header:
-    """The top of a page (``base.html``): a title, figures, and lines of context under them."""
-
-    title: str
-    stats: tuple[Stat, ...]
-    notes: tuple[str, ...] = ()
-
-
-def money(value: float, currency: str) -> str:
-    """A sum to the cent, halves rounded up: ``22.50 USD``."""
-    cents = Decimal(repr(value)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-    return f"{cents} {currency}"
-
-
-def truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
-
-
-_CONTROLS = dict.fromkeys([*range(32), *range(0x7F, 0xA0)], " ")
-_CONTROLS_BUT_NEWLINE = {c: v for c, v in _CONTROLS.items() if c != ord("\n")}
-
-
-def printable(text: str, *, keep_newlines: bool = False) -> str:
-    """Control characters become spaces (a newline stays when asked): escaping leaves them, a reader cannot use them."""
-    return text.translate(_CONTROLS_BUT_NEWLINE if keep_newlines else _CONTROLS)
-
-
 def excerpt(text: str, head: int = TRACE_HEAD, tail: int = TRACE_TAIL, limit: int = TRACE_LIMIT) -> str:
     """A stack trace bounded: its first and last lines (where the test and the error are), then cut to ``limit``."""
     lines = printable(text.expandtabs(4), keep_newlines=True).splitlines()
@@ -258,7 +194,7 @@ def cell_state(judged: CommitJudgement | None, observations: Sequence[Observatio
 
 def _report_line(o: Observation) -> str:
     run = f"run {o.run_id}, attempt {o.attempt}" if o.run_id is not None else f"attempt {o.attempt}"
-    steps = ", then ".join(_WORDS.get(c, c) for c in o.outcomes)
+    steps = ", then ".join(OUTCOME_WORDS.get(c, c) for c in o.outcomes)
     line = f"{run}: {steps} in {o.seconds:.2f} s"
     message = first_line(o.message, MESSAGE_LIMIT) if o.failed else ""
     return f"{line}\n  {printable(message)}" if message else line
@@ -401,28 +337,6 @@ def cost_rows(analysis: Analysis, limit: int = MAX_BARS) -> list[CostRow]:
     return rows
 
 
-def bar_layout(
-    rows: Sequence[tuple[str, float, str]], *, width: int = 760, text_width: int = 180, label_chars: int = 100
-) -> BarChart:
-    """Bars for (label, value, text) rows, each as long as its value against the largest; the text (the figure)
-    is written after the bar, so the chart reads without hovering."""
-    row_height, bar_height, top = 34, 12, 4
-    span = width - text_width
-    largest = max((value for _, value, _ in rows), default=0.0)
-    bars = []
-    for i, (name, value, text) in enumerate(rows):
-        length = span * value / largest if largest > 0 else 0.0
-        shown, whole, figure = (printable(truncate(t, n)) for t, n in ((name, label_chars), (name, 1000), (text, 100)))
-        bars.append(Bar(shown, whole, figure, top + i * row_height, max(length, 1.0) if value > 0 else 0.0))
-    return BarChart(width, top * 2 + row_height * len(rows), bar_height, row_height, tuple(bars))
-
-
-def bar_chart(rows: Sequence[tuple[str, float, str]], *, title: str = "") -> Markup:
-    """An inline SVG horizontal bar chart (``macros.html``), for any page."""
-    page = _environment().from_string('{% from "macros.html" import bar_chart %}{{ bar_chart(chart, title) }}')
-    return Markup(page.render(chart=bar_layout(rows), title=title))
-
-
 def header(analysis: Analysis) -> Header:
     findings = [t for t in analysis.tests if t.is_finding]
     counts = {v: sum(1 for t in findings if t.judgement.verdict is v) for v in TestVerdict}
@@ -440,42 +354,6 @@ def header(analysis: Analysis) -> Header:
         f"Single-fail policy: {analysis.policy.value}.",
     )
     return Header("Flaketally · flaky test report", stats, notes)
-
-
-def content_security_policy(css: str, script: str) -> str:
-    """Nothing may load; only the page's own stylesheet and script (by hash) may apply and run."""
-
-    def digest(text: str) -> str:
-        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
-
-    return (
-        f"default-src 'none'; style-src {digest(css)}; script-src {digest(script)}; img-src data:; "
-        "base-uri 'none'; form-action 'none'"
-    )
-
-
-@functools.cache
-def _environment() -> Environment:
-    return Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-
-
-@functools.cache
-def _asset(name: str) -> str:
-    return (TEMPLATES / name).read_text(encoding="utf-8")
-
-
-def render_page(template: str, context: Mapping[str, object]) -> str:
-    """A page extending ``base.html``, given the shared stylesheet, script and the policy that allows only them."""
-    css, script = _asset("report.css"), _asset("report.js")
-    page = {"css": Markup(css), "script": Markup(script), "csp": content_security_policy(css, script)}
-    return _environment().get_template(template).render({**context, **page})
 
 
 def to_html(analysis: Analysis, *, max_rows: int = MAX_ROWS, max_commits: int = MAX_COMMITS) -> str:
