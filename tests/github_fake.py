@@ -73,6 +73,9 @@ ROUTES = (
     "list_comments",
     "create_comment",
     "update_comment",
+    "list_issues",
+    "create_issue",
+    "update_issue",
 )
 
 _CONCLUSIONS = {"action_required", "cancelled", "failure", "neutral", "success", "skipped", "timed_out"}
@@ -197,6 +200,20 @@ class FakeComment:
     user_type: str = "Bot"
 
 
+@dataclass
+class FakeIssue:
+    """An issue of a repository (the digest's): its labels, and how many times it was closed."""
+
+    number: int
+    repo: str
+    title: str
+    body: str
+    labels: list[str]
+    state: str = "open"
+    state_reason: str | None = None
+    closed: int = 0  # PATCHes that closed it
+
+
 @dataclass(frozen=True)
 class Recorded:
     """One request as the fake saw it. ``path`` is relative to the API base (blob: the blob path)."""
@@ -238,6 +255,10 @@ class FakeGitHub:
         self.commits_written: list[tuple[str, str, str, str]] = []  # (repo, branch, path, message)
         self.opened: dict[int, FakePull] = {}  # pull requests the App opened, by number
         self.permissions: dict[tuple[str, str], str] = {}  # (repo, user) → role; anyone else may write
+        self.other_installations: set[int] = set()  # installations besides ``installation_id`` that mint tokens
+        self.issues: dict[int, FakeIssue] = {}  # by number (numbers shared with pull requests, as on GitHub)
+        self.unreachable: set[str] = set()  # repositories the installation cannot see: their issues are 404
+        self.issues_disabled: set[str] = set()  # repositories whose issues are turned off: 410
         self._tokens: set[str] = set()
         self._faults: dict[str, list[Callable[[], httpx.Response]]] = {}
         self._ids = itertools.count(1001)
@@ -605,6 +626,34 @@ class FakeGitHub:
             "author_association": "NONE",
         }
 
+    def add_issue(self, repo: str, title: str, body: str, labels: list[str], state: str = "open") -> FakeIssue:
+        issue = FakeIssue(next(self._ids), repo, title, body, list(labels), state)
+        self.issues[issue.number] = issue
+        return issue
+
+    def issue_json(self, issue: FakeIssue) -> dict[str, Any]:
+        url = f"{self._repo_url(issue.repo)}/issues/{issue.number}"
+        return {
+            "id": 100000 + issue.number,
+            "node_id": "MDU6SXNzdWUx",
+            "url": url,
+            "repository_url": self._repo_url(issue.repo),
+            "html_url": f"https://github.com/{issue.repo}/issues/{issue.number}",
+            "number": issue.number,
+            "state": issue.state,
+            "state_reason": issue.state_reason,
+            "title": issue.title,
+            "body": issue.body,
+            "user": {"login": "flaketally[bot]", "id": 1, "type": "Bot"},
+            "labels": [{"id": 208045946, "name": name, "color": "f29513", "default": False} for name in issue.labels],
+            "locked": False,
+            "comments": 0,
+            "closed_at": iso(self.now) if issue.state == "closed" else None,
+            "created_at": iso(self.now),
+            "updated_at": iso(self.now),
+            "author_association": "NONE",
+        }
+
     def pull_json(self, repo: str, sha: str, number: int, state: str) -> dict[str, Any]:
         return {
             "url": f"{self._repo_url(repo)}/pulls/{number}",
@@ -662,6 +711,9 @@ class FakeGitHub:
             ("list_comments", "GET", rf"{repo}/issues/(?P<number>\d+)/comments", self._list_comments),
             ("create_comment", "POST", rf"{repo}/issues/(?P<number>\d+)/comments", self._create_comment),
             ("update_comment", "PATCH", rf"{repo}/issues/comments/(?P<comment_id>\d+)", self._update_comment),
+            ("list_issues", "GET", rf"{repo}/issues", self._list_issues),
+            ("create_issue", "POST", rf"{repo}/issues", self._create_issue),
+            ("update_issue", "PATCH", rf"{repo}/issues/(?P<number>\d+)", self._update_issue),
         ]
         for name, method, path, handler in api:
             self._router.route(
@@ -783,7 +835,7 @@ class FakeGitHub:
         refused = self._app_jwt_refused(request)
         if refused is not None:
             return refused
-        if int(installation) != self.installation_id:
+        if int(installation) != self.installation_id and int(installation) not in self.other_installations:
             return self._respond(404, {"message": "Not Found"})
         self.tokens_minted += 1
         minted = f"ghs_fake{self.tokens_minted:04d}{secrets.token_hex(12)}"
@@ -1120,6 +1172,55 @@ class FakeGitHub:
             return body
         comment.body = body
         return self._respond(200, self.comment_json(comment))
+
+    def _issue_gate(self, repo: str) -> httpx.Response | None:
+        if repo in self.unreachable:
+            return self._respond(404, {"message": "Not Found"})
+        if repo in self.issues_disabled:
+            return self._respond(410, {"message": "Issues are disabled for this repo"})
+        return None
+
+    def _list_issues(self, request: httpx.Request, owner: str, name: str) -> httpx.Response:
+        repo, params = f"{owner}/{name}", request.url.params
+        refused = self._issue_gate(repo)
+        if refused is not None:
+            return refused
+        wanted = set(filter(None, params.get("labels", "").split(",")))
+        state = params.get("state", "open")
+        found = [
+            self.issue_json(i)
+            for i in sorted(self.issues.values(), key=lambda i: -i.number)
+            if i.repo == repo and wanted <= set(i.labels) and state in ("all", i.state)
+        ]
+        return self._page(request, found, None)
+
+    def _create_issue(self, request: httpx.Request, owner: str, name: str) -> httpx.Response:
+        repo = f"{owner}/{name}"
+        refused = self._issue_gate(repo)
+        if refused is not None:
+            return refused
+        body, data = self._comment_body(request), json.loads(request.content)
+        if isinstance(body, httpx.Response):
+            return body
+        title = data.get("title")
+        if not isinstance(title, str) or not title:
+            return self._invalid("title is required")
+        issue = self.add_issue(repo, title, body, [str(label) for label in data.get("labels", [])])
+        return self._respond(201, self.issue_json(issue))
+
+    def _update_issue(self, request: httpx.Request, owner: str, name: str, number: str) -> httpx.Response:
+        issue, data = self.issues.get(int(number)), json.loads(request.content)
+        if issue is None or issue.repo != f"{owner}/{name}":
+            return self._respond(404, {"message": "Not Found"})
+        if "body" in data:
+            body = self._comment_body(request)
+            if isinstance(body, httpx.Response):
+                return body
+            issue.body = body
+        if data.get("state") == "closed":
+            issue.closed += 1
+            issue.state, issue.state_reason = "closed", data.get("state_reason")
+        return self._respond(200, self.issue_json(issue))
 
 
 def zip_of(members: dict[str, bytes]) -> bytes:

@@ -19,6 +19,7 @@ from bot.github.parsing import (
     parse_check_run,
     parse_comment,
     parse_file_text,
+    parse_issue,
     parse_job,
     parse_pull,
     parse_run_attempt,
@@ -610,6 +611,7 @@ def _fake_shapes() -> dict[str, Any]:
         "comment": fake.comment_json(comment),
         "pull": fake.pull_json(REPO, SHA, 7, "open"),
         "token": fake.token_json("ghs_x"),
+        "issue": fake.issue_json(fake.add_issue(REPO, "Flaketally digest", "body", ["flaketally-digest"])),
     }
 
 
@@ -632,6 +634,9 @@ CONTRACT = [
     ("rest/examples/checks.update.200.default.json", "", parse_check_run, "check_run"),
     ("rest/examples/issues.list-comments.200.default.json", None, parse_comment, "comment"),
     ("rest/examples/issues.create-comment.201.default.json", "", parse_comment, "comment"),
+    ("rest/examples/issues.list-for-repo.200.default.json", None, parse_issue, "issue"),
+    ("rest/examples/issues.create.201.default.json", "", parse_issue, "issue"),
+    ("rest/examples/issues.update.200.default.json", "", parse_issue, "issue"),
 ]
 
 

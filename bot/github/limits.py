@@ -8,6 +8,16 @@ from typing import Final
 
 DEFAULT_API_URL: Final = "https://api.github.com"
 
+
+def web_url(api_url: str) -> str:
+    """Where people open what the API serves: ``https://github.com`` for GitHub's API, ``https://HOST`` for a
+    GitHub Enterprise Server's ``https://HOST/api/v3``."""
+    url = api_url.rstrip("/")
+    if url == DEFAULT_API_URL:
+        return "https://github.com"
+    return url.removesuffix("/api/v3")
+
+
 MAX_PER_PAGE: Final = 100
 MAX_OUTPUT_TEXT: Final = 65_535  # check run output.summary and output.text, characters
 MAX_TITLE: Final = 255  # annotation title; also applied to the output title, for which GitHub names no limit

@@ -80,6 +80,16 @@ class Comment:
 
 
 @dataclass(frozen=True, slots=True)
+class Issue:
+    """An issue as a listing gives it (the digest finds its own by label and title)."""
+
+    number: int
+    title: str
+    state: str  # open, closed
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
 class RepoFile:
     """A file of a repository's default branch as GitHub answered a (conditional) request for it.
 

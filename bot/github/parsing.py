@@ -9,7 +9,7 @@ import base64
 from collections.abc import Mapping
 
 from bot.github.errors import GitHubError
-from bot.github.models import Artifact, Comment, Job, RunAttempt, RunSummary
+from bot.github.models import Artifact, Comment, Issue, Job, RunAttempt, RunSummary
 
 
 def _malformed(where: str, problem: str) -> GitHubError:
@@ -163,6 +163,16 @@ def parse_comment(value: object, where: str = "comment") -> Comment:
         login = _opt_str(user_obj, "login", f"{where}.user")
         kind = _opt_str(user_obj, "type", f"{where}.user")
     return Comment(id=_int(obj, "id", where), body=_opt_str(obj, "body", where) or "", user_login=login, user_type=kind)
+
+
+def parse_issue(value: object, where: str = "issue") -> Issue:
+    obj = _obj(value, where)
+    return Issue(
+        number=_int(obj, "number", where),
+        title=_str(obj, "title", where),
+        state=_str(obj, "state", where),
+        body=_opt_str(obj, "body", where) or "",
+    )
 
 
 def parse_pull(value: object, where: str = "pull_request") -> tuple[int, str]:

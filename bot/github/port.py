@@ -17,6 +17,7 @@ import httpx
 
 from bot.github.client import Budget, Client, header_int
 from bot.github.errors import ArtifactGone, ArtifactTooLarge, GitHubError, GitHubUnavailable
+from bot.github.issues import IssueWrites
 from bot.github.limits import DEFAULT_API_URL, MAX_PER_PAGE, MAX_RUNS_FOR_SHA
 from bot.github.models import (
     Artifact,
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 DOWNLOAD_CHUNK: Final = 1 << 16
 
 
-class GitHubPort(RepositoryWrites):
+class GitHubPort(RepositoryWrites, IssueWrites):
     """GitHub as one installation of the App sees it. One port per thread; cheap to create.
 
     Use it as a context manager (or call :meth:`close`) to keep one HTTP connection pool for many

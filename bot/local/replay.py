@@ -15,7 +15,17 @@ from pathlib import Path
 from typing import IO, Any
 
 from bot.github.errors import ArtifactGone
-from bot.github.models import Artifact, CheckConclusion, CheckStatus, Comment, Job, RepoFile, RunAttempt, RunSummary
+from bot.github.models import (
+    Artifact,
+    CheckConclusion,
+    CheckStatus,
+    Comment,
+    Issue,
+    Job,
+    RepoFile,
+    RunAttempt,
+    RunSummary,
+)
 from bot.github.parsing import parse_run_attempt
 from bot.github.payloads import CheckOutput
 
@@ -65,6 +75,7 @@ class LocalGitHub:
         self.branches: dict[str, str] = {}
         self.written: dict[tuple[str, str], str] = {}
         self.pulls: dict[int, tuple[str, str, str]] = {}  # number → (branch, title, body)
+        self.issues: dict[int, Issue] = {}  # a replay posts no digest; kept like the pull requests
 
     def get_run(self, repo: str, run_id: int) -> RunAttempt:
         return self.run
@@ -182,6 +193,17 @@ class LocalGitHub:
         # a comment posted by an earlier replay into the same store is edited: its number is the run's
         number = self.comments[comment_id].number if comment_id in self.comments else self._pull(comment_id)
         self.comments[comment_id] = PostedComment(number, body, edited=True)
+
+    def list_issues(self, repo: str, label: str) -> list[Issue]:
+        return sorted(self.issues.values(), key=lambda i: -i.number)
+
+    def create_issue(self, repo: str, title: str, body: str, labels: list[str]) -> int:
+        number = len(self.issues) + 1
+        self.issues[number] = Issue(number, title, "open", body)
+        return number
+
+    def close_issue(self, repo: str, number: int, body: str) -> None:
+        self.issues[number] = Issue(number, self.issues[number].title, "closed", body)
 
     def _pull(self, comment_id: int) -> int:
         return self.run.pull_requests[0] if self.run.pull_requests else 0

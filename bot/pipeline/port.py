@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import IO, Protocol
 
-from bot.github.models import Artifact, CheckConclusion, CheckStatus, Comment, Job, RepoFile, RunAttempt, RunSummary
+from bot.github.models import (
+    Artifact,
+    CheckConclusion,
+    CheckStatus,
+    Comment,
+    Issue,
+    Job,
+    RepoFile,
+    RunAttempt,
+    RunSummary,
+)
 from bot.github.payloads import CheckOutput
 
 
@@ -82,3 +92,10 @@ class Port(Protocol):
     def create_issue_comment(self, repo: str, number: int, body: str) -> int: ...
 
     def update_issue_comment(self, repo: str, comment_id: int, body: str) -> None: ...
+
+    # issues (the weekly digest)
+    def list_issues(self, repo: str, label: str) -> list[Issue]: ...
+
+    def create_issue(self, repo: str, title: str, body: str, labels: list[str]) -> int: ...
+
+    def close_issue(self, repo: str, number: int, body: str) -> None: ...
