@@ -216,3 +216,16 @@ reruns = Table(
     Column("line", Text, nullable=False),
     Index("ix_reruns_repo_sha", "repo_id", "head_sha"),
 )
+
+# The weekly digest of each installation: one row per ISO week, ever: where it was posted (under the
+# installation's digest lock), or why it could not be (``line``; ``/readyz`` warns).
+digests = Table(
+    "digests",
+    metadata,
+    Column("installation_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("week", String(10), primary_key=True),
+    Column("state", String(20), nullable=False),  # posted, not_posted
+    Column("repo", String(300), nullable=True),
+    Column("issue_number", Integer, nullable=True),
+    Column("line", Text, nullable=False),
+)
