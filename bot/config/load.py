@@ -40,9 +40,9 @@ class Effective:
     origin: Mapping[str, str] = field(default_factory=dict)  # "rates.currency" → "acme/.github:…"
     problems: tuple[str, ...] = ()
 
-    def lines(self) -> list[str]:
-        """``key: value (source)`` for every key, in the schema's order."""
-        values = _leaves(self.config.model_dump(mode="python"))
+    def lines(self, *, skip: tuple[str, ...] = ()) -> list[str]:
+        """``key: value (source)`` for every key but the sections in ``skip``, in the schema's order."""
+        values = [(k, v) for k, v in _leaves(self.config.model_dump(mode="python")) if k[0] not in skip]
         return [f"{'.'.join(k)}: {describe(v)} ({self.origin.get('.'.join(k), DEFAULT_SOURCE)})" for k, v in values]
 
 

@@ -120,6 +120,48 @@ class QuarantineConfig(_Section):
     clean_days: int = Field(CLEAN_DAYS, ge=0, le=90, description="Days those clean runs must span at least.")
 
 
+DIGEST_SCHEDULE = "0 9 * * 1"  # Monday 09:00
+# sections read from the organisation's file only: a repository's check run does not list them
+ORGANISATION_SECTIONS = ("digest",)
+
+
+class DigestConfig(_Section):
+    repository: str = Field(
+        "",
+        max_length=200,
+        pattern=r"^([A-Za-z0-9][A-Za-z0-9-]*/)?[A-Za-z0-9._-]+$|^$",
+        description="Where the weekly digest is posted (read from the organisation's file): a repository of the "
+        "organisation, `name` or `owner/name`; empty: the organisation's `.github` repository.",
+    )
+    schedule: str = Field(
+        DIGEST_SCHEDULE,
+        max_length=100,
+        description="When it is posted: a cron string (minute hour day month weekday) in `digest.timezone`; "
+        "it covers the last whole ISO week before.",
+    )
+    timezone: str = Field("UTC", max_length=60, description="The time zone of `digest.schedule` (IANA name).")
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from croniter import croniter
+
+        if len(value.split()) != 5 or not croniter.is_valid(value):
+            raise ValueError(f"not a cron string of five fields: {value!r}")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"not a time zone name (such as Europe/Berlin): {value!r}") from None
+        return value
+
+
 class Config(_Section):
     """Everything a repository (or its organisation) can set."""
 
@@ -154,6 +196,7 @@ class Config(_Section):
     quarantine: QuarantineConfig = Field(
         default_factory=QuarantineConfig, description="Where the quarantine file is, and when a test may leave it."
     )
+    digest: DigestConfig = Field(default_factory=DigestConfig, description="The organisation's weekly digest.")
 
     @field_validator("rerun", "comment", mode="before")
     @classmethod
@@ -220,7 +263,8 @@ def _row(key: str, field: Any) -> str:
     else:
         values = "list of patterns"
     default = field.get_default(call_default_factory=True)
-    return f"| `{key}` | {values} | `{describe(default) or '[]'}` | {field.description or ''} |"
+    shown = describe(default) or ("[]" if isinstance(default, list) else '""')
+    return f"| `{key}` | {values} | `{shown}` | {field.description or ''} |"
 
 
 _SIGNS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.config.schema import CommentMode
+from bot.config.schema import ORGANISATION_SECTIONS, CommentMode
 from bot.core.findings import CommitReport
 from bot.github.bodies import CHECK_NAME, MARKER, check_output, cleared_body, comment_body, failed_output
 from bot.github.models import CheckConclusion, RunAttempt
@@ -120,7 +120,7 @@ def _check_output(
         report,
         workflow_file(workflow_path),
         links=shown.links,
-        config_lines=config.lines(),
+        config_lines=config.lines(skip=ORGANISATION_SECTIONS),
         config_problems=config.problems,
         rerun_lines=shown.reruns,
         action_lines=repository.actions_of_commit(scope.store, scope.repo_key, report.head_sha),
