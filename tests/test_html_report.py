@@ -3,7 +3,8 @@ Chromium, as a reader opens a CI artifact: it loads nothing, shows its heatmap a
 click, has a dark mode, and keeps hostile test names inert.
 
 The browser is the system's Chromium (``FLAKETALLY_CHROMIUM``, else ``chromium`` on PATH), driven by Playwright;
-Playwright's own browser download is never used. Without Chromium these tests fail, saying what to install.
+Playwright's own browser download is never used (``tests.support.browser``). Without Chromium these tests fail,
+saying what to install.
 """
 
 from __future__ import annotations
@@ -12,20 +13,16 @@ import base64
 import hashlib
 import html
 import io
-import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import pytest
 from PIL import Image
-from playwright.sync_api import Browser, ConsoleMessage, Error, Page, Request, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from bot.core.analysis import Analysis, FileWarning
 from bot.core.cost import Rates
@@ -51,14 +48,11 @@ from bot.render.html import (
 )
 from bot.render.page import bar_chart, bar_layout, money
 from tests.conftest import FIXTURES, ROOT
+from tests.support.browser import background, chromium, colours, launched, luminance, new_tab, opened, rgb
 
 SAMPLES = ROOT / "samples"
 HOSTILE = FIXTURES / "hostile" / "injection-names.xml"
 PWNED = "window.__pwned=1"
-INSTALL = (
-    "the HTML report test needs Chromium: install it (apt-get install chromium; scripts/setup does it when run as "
-    "root) or set FLAKETALLY_CHROMIUM to a Chromium binary"
-)
 
 
 # --- data preparation, no browser ---------------------------------------------------------------------------
@@ -247,13 +241,6 @@ def test_help_does_not_import_jinja() -> None:
 # --- the page in Chromium -------------------------------------------------------------------------------------
 
 
-def chromium() -> str:
-    path = os.environ.get("FLAKETALLY_CHROMIUM") or shutil.which("chromium")
-    if not path or not Path(path).is_file():
-        pytest.fail(f"{INSTALL} (looked for {path or 'chromium on PATH'})", pytrace=False)
-    return path
-
-
 def test_chromium_is_installed() -> None:
     """Said on its own, so a missing browser reads as one clear failure."""
     chromium()
@@ -261,89 +248,20 @@ def test_chromium_is_installed() -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    path = chromium()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path, args=["--no-sandbox", "--force-color-profile=srgb"])
-        yield launched
-        launched.close()
+    with launched() as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
 def tab(browser: Browser) -> Iterator[Page]:
     """One tab for the module (a tab costs Chromium most of a second here); each test opens its own file in it."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    yield context.new_page()
-    context.close()
+    with new_tab(browser) as page:
+        yield page
 
 
 @pytest.fixture(scope="module")
 def samples() -> dict[str, Analysis]:
     return {name: analyze(None, [str(SAMPLES / name)]) for name in ("pytest-rerunfailures", "flakeledger")}
-
-
-@dataclass
-class Opened:
-    page: Page
-    url: str
-    requests: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # console errors (a blocked load is one) and page errors
-
-
-@contextmanager
-def opened(tab: Page, file: Path, html: str, color_scheme: Literal["light", "dark"] = "light") -> Iterator[Opened]:
-    """``html`` written to ``file`` and opened from there in ``tab``, every request and console error recorded."""
-    file.write_text(html, encoding="utf-8")
-    seen = Opened(tab, file.resolve().as_uri())
-
-    def request(r: Request) -> None:
-        seen.requests.append(r.url)
-
-    def console(message: ConsoleMessage) -> None:
-        if message.type == "error":
-            seen.problems.append(message.text)
-
-    def error(e: Error) -> None:
-        seen.problems.append(str(e))
-
-    tab.emulate_media(color_scheme=color_scheme)
-    tab.on("request", request)
-    tab.on("console", console)
-    tab.on("pageerror", error)
-    try:
-        tab.goto(seen.url)
-        yield seen
-    finally:
-        tab.remove_listener("request", request)
-        tab.remove_listener("console", console)
-        tab.remove_listener("pageerror", error)
-
-
-def rgb(css: str) -> tuple[int, int, int]:
-    """``rgb(1, 2, 3)`` as Chromium gives a computed colour."""
-    found = re.fullmatch(r"rgba?\((\d+), (\d+), (\d+)(?:, [\d.]+)?\)", css)
-    assert found, css
-    return int(found.group(1)), int(found.group(2)), int(found.group(3))
-
-
-def luminance(colour: tuple[int, int, int]) -> float:
-    def linear(c: int) -> float:
-        s = c / 255
-        return s / 12.92 if s <= 0.04045 else ((s + 0.055) / 1.055) ** 2.4
-
-    r, g, b = (linear(c) for c in colour)
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
-def colours(png: bytes) -> set[tuple[int, int, int]]:
-    image = Image.open(io.BytesIO(png)).convert("RGB")
-    assert image.width > 0 and image.height > 0
-    counted = image.getcolors(maxcolors=image.width * image.height)
-    assert counted is not None
-    return {(int(c[0]), int(c[1]), int(c[2])) for _, c in counted}  # type: ignore[index]
-
-
-def background(page: Page, selector: str) -> tuple[int, int, int]:
-    return rgb(page.locator(selector).first.evaluate("e => getComputedStyle(e).backgroundColor"))
 
 
 @pytest.mark.parametrize("sample", ["pytest-rerunfailures", "flakeledger"])

@@ -74,6 +74,7 @@ class Event:
     when: datetime
     cost: float
     run_id: int | None  # the latest run of the commit in which it ran
+    evidence: str = ""  # the commit's judgement in one line
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,6 @@ def digest(
     passed_after: dict[tuple[str, str, str], datetime] = {}
     failed_in: dict[tuple[str, int, int], list[bool]] = defaultdict(list)  # (repo, run, attempt) → flaky per test
     run_week: dict[tuple[str, int, int], str] = {}
-    evidence: dict[tuple[str, str, str], str] = {}
     for repo, history in histories:
         test = stored_display_id(history.test_id, history.classname, history.name, history.file)
         context = ExecutionContext.from_key(history.context).display()
@@ -194,9 +194,8 @@ def digest(
         for judged, when, latest, cost in _judged(history, policy, rates):
             verdict, sha, observations = judged.verdict, judged.commit, judged.observations
             if verdict is CommitVerdict.FLAKY:
-                events.append(Event(repo, test, context, sha, when, cost, latest.run_id))
+                events.append(Event(repo, test, context, sha, when, cost, latest.run_id, judged.evidence))
                 first_flaky.setdefault(key, week_of(when))
-                evidence[key] = judged.evidence
             elif verdict is CommitVerdict.UNDETERMINED and week_of(when) == week:
                 undetermined[key] += 1
             elif verdict is CommitVerdict.PASSING:
@@ -213,18 +212,10 @@ def digest(
     for e in this_week:
         per_test[(e.repo, e.test, e.context)].append(e)
     ranked = sorted(per_test.items(), key=lambda item: (-round(sum(e.cost for e in item[1]), 9), item[0]))
-    tests = [
-        TestWeek(
-            repo,
-            test,
-            context,
-            len(found),
-            sum(e.cost for e in found),
-            evidence[(repo, test, context)],
-            max(found, key=lambda e: e.when).run_id,
-        )
-        for (repo, test, context), found in ranked
-    ]
+    tests = []
+    for (repo, test, context), found in ranked:
+        last = max(found, key=lambda e: (e.when, e.commit))  # its evidence and its run, the same event
+        tests.append(TestWeek(repo, test, context, len(found), sum(e.cost for e in found), last.evidence, last.run_id))
     last_week = weeks[-2]
     flaky_last = {(e.repo, e.test, e.context) for e in events if week_of(e.when) == last_week}
     fixed = sorted(

@@ -46,6 +46,7 @@ class Stat:
     label: str
     value: str
     tone: str = ""  # a CellState value to colour the figure, or empty
+    previous: str = ""  # the figure it is compared with (the digest's previous week), or empty
 
 
 @dataclass(frozen=True, slots=True)
