@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from tests.github_fake import FakeRun
 
 REPOS = ("acme/api", "acme/web", "globex/core", "globex/tools")
+INSTALLATIONS = {"acme": 77, "globex": 88}  # one installation of the App per organisation
 RERUNS_ON = "acme/api"
 OSES = ("ubuntu-latest", "windows-latest")
 STABLE = tuple(f"test_stable_{n:02d}" for n in range(12))
@@ -142,7 +143,12 @@ class Replay:
         self.fake = FakeGitHub()
         self.fake.__enter__()
         self.fake.add_file(RERUNS_ON, ".github/flaketally.yml", "rerun: failed-jobs\n")
+        self.fake.other_installations.add(INSTALLATIONS["globex"])
         self.store = Store.open(store_url)
+        from bot.store import records
+
+        for account, installation in INSTALLATIONS.items():
+            records.record_installation(self.store, installation, account, records.InstallationState.ACTIVE)
         self.redis = redis.Redis.from_url(redis_url)
         settings = Settings(
             app_id=self.fake.app_id,
@@ -162,6 +168,7 @@ class Replay:
         self.last: dict[tuple[str, str], dict[str, object]] = {}  # (repo, sha) → the last job's answer
         self.words: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # → (test, context, word)
         self.truth_events: set[tuple[str, str, str, str]] = set()  # (repo, test, os, sha) proven flaky
+        self.last_attempt_at: dict[tuple[str, str], str] = {}  # (repo, sha) → when its last attempt started
 
     def close(self) -> None:
         self.fake.__exit__(None, None, None)
@@ -208,10 +215,12 @@ class Replay:
 
     def deliver(self, plan: Planned, run: FakeRun, attempt: int) -> None:
         self.fake.now = plan.at + (attempt - 1) * HOUR + 700
+        installation = INSTALLATIONS[plan.repo.split("/")[0]]
         answer = self.jobs.process_workflow_run(
-            77, plan.repo, 1000 + REPOS.index(plan.repo), run.id, attempt, default_branch="main"
+            installation, plan.repo, 1000 + REPOS.index(plan.repo), run.id, attempt, default_branch="main"
         )
         self.last[(plan.repo, plan.sha)] = answer
+        self.last_attempt_at[(plan.repo, plan.sha)] = run.attempts[attempt].run_started_at
 
     def play(self, plans: list[Planned], rng: random.Random) -> None:
         for plan in plans:
@@ -234,6 +243,38 @@ class Replay:
                 fails = [test in failing for failing in seen]
                 if any(fails) and not all(fails):
                     self.truth_events.add((plan.repo, test, os, plan.sha))
+
+
+def weekly_digests(replay: Replay) -> list[tuple[str, str, int, int, str]]:
+    """Each organisation's digest of every whole week of the history, as the scheduler posts it: a tick on
+    the Monday after, at 09:05 UTC. (organisation, week, flaky events it reports, planted events of that
+    organisation's commits whose last attempt ran that week, where it was posted)."""
+    import re
+    from datetime import datetime, timedelta
+
+    from bot.core.digest import week_of, week_start
+
+    times = sorted(datetime.fromisoformat(t.replace("Z", "+00:00")) for t in replay.last_attempt_at.values())
+    week, found = week_of(times[0]), []
+    while (monday := week_start(week) + timedelta(weeks=1)) <= times[-1]:
+        tick = replay.jobs.digest_tick((monday + timedelta(hours=9, minutes=5)).isoformat())
+        for key in tick["enqueued"]:
+            installation, covered = key.split(":")
+            done = replay.jobs.post_digest(int(installation), covered)
+            organisation = next(o for o, i in INSTALLATIONS.items() if i == int(installation))
+            issue = replay.fake.issues[done["issue"]] if done["issue"] else None
+            shown = re.search(r"^\| flaky events \| (\d+) \|", issue.body if issue else "", re.M)
+            planted = sum(
+                1
+                for repo, _, _, sha in replay.truth_events
+                if repo.startswith(organisation + "/")
+                and week_of(datetime.fromisoformat(replay.last_attempt_at[(repo, sha)].replace("Z", "+00:00")))
+                == covered
+            )
+            reported = int(shown.group(1)) if shown else 0
+            found.append((organisation, covered, reported, planted, f"{done['repo']}#{done['issue']}"))
+        week = week_of(monday)
+    return found
 
 
 def words_in(summary: str) -> list[tuple[str, str, str]]:
@@ -285,10 +326,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             replay.play(plans, random.Random(args.seed + 1))
             rows = final_words(replay)
+            digests = weekly_digests(replay)
         finally:
             replay.close()
             redis.Redis.from_url(args.redis).flushdb()
-    return summarise(plans, replay, rows)
+    failed = summarise(plans, replay, rows)
+    wrong = 0
+    for organisation, week, reported, planted, where in digests:
+        wrong += reported != planted
+        print(f"digest {organisation} {week}: {reported} flaky events reported, {planted} planted; posted as {where}")
+    closed = sum(1 for issue in replay.fake.issues.values() if issue.state == "closed")
+    print(f"digests: {len(digests)} posted, {closed} closed by the next week's, {wrong} with a wrong count")
+    return failed or int(wrong > 0 or closed != len(digests) - len(INSTALLATIONS))
 
 
 def summarise(plans: list[Planned], replay: Replay, rows: list[tuple[str, str, str, str]]) -> int:

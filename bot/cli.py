@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import os
 import shutil
 import sys
 import tempfile
@@ -41,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "digest": _digest,
         "serve": _serve,
         "worker": _worker,
+        "scheduler": _scheduler,
         "replay": _replay,
         "config": _config,
     }
@@ -77,6 +79,16 @@ def _worker(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"flaketally: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return EXIT_CLEAN
+
+
+def _scheduler(args: argparse.Namespace) -> int:
+    settings = _settings(require_app=True)
+    if settings is None:
+        return EXIT_USAGE
+    from workers.scheduler import run_scheduler
+
+    run_scheduler(settings)
     return EXIT_CLEAN
 
 
@@ -241,8 +253,7 @@ def _digest(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime, timedelta
 
     from bot.core.digest import week_of, week_start
-    from bot.digest.collect import organisation_week
-    from bot.render.digest import digest_markdown
+    from bot.github.limits import DEFAULT_API_URL, web_url
 
     week = args.week or week_of(datetime.now(UTC) - timedelta(weeks=1))
     try:
@@ -250,9 +261,14 @@ def _digest(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"flaketally: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.post:
+        return _post_digest(args.installation, week)
+    server = args.server or web_url(os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL)
     store = _open_store(args.db or database_url())
     if store is None:
         return EXIT_USAGE
+    from bot.digest.collect import organisation_week
+
     try:
         found = organisation_week(store, args.installation, week)
     finally:
@@ -261,10 +277,49 @@ def _digest(args: argparse.Namespace) -> int:
         document = {"flaketally": "digest", "version": 1, "organisation": found.organisation}
         document |= dataclasses.asdict(found.digest) | {"rates_from": found.rates_from}
         sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+    elif args.format == "html":
+        from bot.render.digest_html import digest_html
+
+        sys.stdout.write(digest_html(found.digest, found.organisation, server=server, rates_from=found.rates_from))
     else:
-        body = digest_markdown(found.digest, found.organisation, server=args.server, rates_from=found.rates_from)
+        from bot.render.digest import digest_markdown
+
+        body = digest_markdown(found.digest, found.organisation, server=server, rates_from=found.rates_from)
         sys.stdout.write(body + "\n")
     return EXIT_CLEAN
+
+
+def _post_digest(installation_id: int, week: str) -> int:
+    """``digest --post``: as the App's worker would, once (a week already posted is left alone)."""
+    settings = _settings(require_app=True)
+    if settings is None:
+        return EXIT_USAGE
+    import redis
+
+    from bot.github.errors import GitHubError
+    from bot.store.digests import DigestState
+    from workers import jobs
+
+    store = _open_store(settings.database_url)
+    if store is None:
+        return EXIT_USAGE
+    connection = redis.Redis.from_url(settings.redis_url)
+    jobs.configure(settings, store=store, connection=connection)
+    try:
+        done = jobs.post_digest(installation_id, week)
+    except (GitHubError, redis.RedisError) as exc:
+        print(f"flaketally: the digest was not posted: {exc}", file=sys.stderr)
+        return EXIT_FINDINGS
+    finally:
+        jobs.reset()
+        store.close()
+        connection.close()
+    if "skipped" in done:
+        print(f"flaketally: installation {installation_id}: {done['skipped']}", file=sys.stderr)
+        return EXIT_FINDINGS
+    posted = done["state"] == DigestState.POSTED.value
+    print(f"flaketally: {done['line']}", file=sys.stdout if posted else sys.stderr)
+    return EXIT_CLEAN if posted else EXIT_FINDINGS
 
 
 def _as_app(settings: Settings, repo: str, read: Callable[..., T], what: str) -> T | None:

@@ -17,6 +17,16 @@ SKIP_FORMATS = ("pytest", "go", "jest", "vitest", "playwright", "maven", "yaml")
 EXIT_CODES = "exit codes: 0 nothing to report, 1 findings (flaky, broken or failing tests), 2 usage error or no report"
 
 
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each default, except where there is none to show (None, a flag's False): those
+    options say in words what happens without them."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -74,7 +84,7 @@ def _analyze(commands: Commands) -> None:
         description="Judge the JUnit reports in the paths given: every test's verdict with its evidence, and what "
         "the flakes cost.",
         epilog=EXIT_CODES,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Defaults,
     )
     a.add_argument("paths", nargs="+", metavar="PATH", help="report files, or directories searched for *.xml")
     a.add_argument(
@@ -103,7 +113,7 @@ def _explain(commands: Commands) -> None:
         "score and its bound, and every commit and attempt in the window. TEST is the id as the runner prints it "
         "(as analyze shows it), or the end or a part of it when only one test matches.",
         epilog=EXIT_CODES,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Defaults,
     )
     e.add_argument("test", metavar="TEST", help="the test, e.g. tests/test_x.py::test_y or just test_y")
     e.add_argument("paths", nargs="*", metavar="PATH", help="report files or directories (or none, with --db)")
@@ -121,7 +131,7 @@ def _quarantine(commands: Commands) -> None:
         "--grep-invert, a Surefire -Dtest exclusion list, or the YAML file. Tests a format cannot express are "
         "named on stderr.",
         epilog="exit codes: 0 printed, 1 some tests could not be expressed (named on stderr), 2 usage error",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Defaults,
     )
     where = q.add_mutually_exclusive_group(required=True)
     where.add_argument("--file", metavar="PATH", help="a local quarantine file")
@@ -141,18 +151,34 @@ def _quarantine(commands: Commands) -> None:
 def _digest(commands: Commands) -> None:
     d = commands.add_parser(
         "digest",
-        help="an organisation's weekly flake digest, from the store (printed; no GitHub request)",
+        help="an organisation's weekly flake digest, from the store (printed, or posted with --post)",
         description="The weekly digest of one installation (an organisation): the week against the one before, "
         "the cost trend, the tests to fix first, new and fixed flakes, tests left undetermined. Only that "
-        "installation's repositories are read.",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "installation's repositories are read. With --post it is posted as the App's scheduler would: once "
+        "a week, in digest.repository of the organisation's configuration (else its .github repository), "
+        "closing last week's digest issue.",
+        epilog="exit codes: 0 printed or posted, 1 not posted (why, on stderr), 2 usage error",
+        formatter_class=_Defaults,
     )
     d.add_argument("--installation", type=int, required=True, metavar="ID", help="the App's installation id")
     d.add_argument("--week", default=None, metavar="YYYY-Www", help="the ISO week (default: the last complete one)")
-    d.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    d.add_argument(
+        "--format",
+        choices=("markdown", "html", "json"),
+        default="markdown",
+        help="markdown: the issue's body; html: one self-contained page with the charts; json: every figure",
+    )
     d.add_argument("--db", default=None, help=f"store URL (default: $DATABASE_URL, else ./{DEFAULT_DATABASE_URL})")
-    d.add_argument("--server", default="https://github.com", help="where links to runs point (GitHub Enterprise)")
+    d.add_argument(
+        "--server",
+        default=None,
+        help="where links to runs point (default: GitHub, or the server of $GITHUB_API_URL)",
+    )
+    d.add_argument(
+        "--post",
+        action="store_true",
+        help="post it now as the App (settings from the environment), once per week, closing last week's",
+    )
 
 
 def _app(commands: Commands) -> None:
@@ -162,6 +188,11 @@ def _app(commands: Commands) -> None:
     serve.add_argument("--port", type=int, default=8000)
     worker = commands.add_parser("worker", help="run an rq worker with the scheduler (settings from the environment)")
     worker.add_argument("--burst", action="store_true", help="work through the queue, then exit")
+    commands.add_parser(
+        "scheduler",
+        help="run the scheduler that enqueues each organisation's weekly digest when it is due (settings from "
+        "the environment; more than one may run)",
+    )
     replay = commands.add_parser(
         "replay", help="run the whole pipeline for one delivery against local artifact zips, printing what it posts"
     )

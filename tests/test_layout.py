@@ -25,13 +25,14 @@ ALLOWED: dict[str, set[str]] = {
     "bot.github": {"bot", "bot.core", "bot.render", "bot.github"},
     "bot.config": {"bot.core", "bot.config"},
     "bot.pipeline": {"bot.core", "bot.config", "bot.render", "bot.store", "bot.github", "bot.pipeline"},
-    "bot.digest": {"bot.core", "bot.config", "bot.render", "bot.store", "bot.pipeline", "bot.digest"},
+    "bot.digest": {"bot.core", "bot.config", "bot.render", "bot.store", "bot.github", "bot.pipeline", "bot.digest"},
     "bot.local": {"bot.core", "bot.config", "bot.render", "bot.store", "bot.github", "bot.pipeline", "bot.local"},
     "bot.web": {"bot.settings", "bot.store", "bot.github", "bot.web"},
     "bot.settings": {"bot.github"},
     "workers": {
         "bot.core",
         "bot.config",
+        "bot.digest",
         "bot.github",
         "bot.pipeline",
         "bot.settings",
@@ -138,6 +139,9 @@ FAKE_ROUTE: dict[str, str | tuple[str, ...]] = {
     "open_pull": "list_pulls",
     "create_pull": "create_pull",
     "update_pull": "update_pull",
+    "list_issues": "list_issues",
+    "create_issue": "create_issue",
+    "close_issue": "update_issue",
 }
 
 

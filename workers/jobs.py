@@ -293,6 +293,65 @@ def record_installation(
     return _timed("record_installation", worker.redis, work)
 
 
+DIGEST_LOCK_SECONDS = 900  # an organisation of many repositories takes a while to add up
+
+
+def post_digest(installation_id: int, week: str) -> dict[str, Any]:
+    """The installation's digest of ``week``, posted once (``bot.digest.post``), under its digest lock."""
+    from bot.digest.post import post_digest as post
+    from bot.github.limits import web_url
+
+    worker = _context()
+    connection = worker.redis
+
+    def work() -> dict[str, Any]:
+        if rec.installation_state(worker.store, installation_id) is not rec.InstallationState.ACTIVE:
+            return {"skipped": "installation not active"}
+        lock = connection.lock(
+            f"flaketally:lock:digest:{installation_id}",
+            timeout=DIGEST_LOCK_SECONDS,
+            blocking_timeout=DIGEST_LOCK_SECONDS,
+        )
+        with lock, worker.port(worker.settings, connection, installation_id) as gh:
+            done = post(worker.store, gh, installation_id, week, server=web_url(worker.settings.api_url))
+        return {"state": done.state.value, "repo": done.repo, "issue": done.issue_number, "line": done.line}
+
+    return _timed("post_digest", connection, work)
+
+
+def digest_tick(now: str | None = None) -> dict[str, Any]:
+    """What the scheduler runs every few minutes: enqueue each digest that is due (``bot.digest.schedule``);
+    ``now`` (ISO 8601) stands in for the clock in tests and replays."""
+    from datetime import UTC, datetime
+
+    from rq import Queue
+    from rq.exceptions import DuplicateJobError
+
+    from bot.digest.schedule import due_digests
+    from bot.web.receiver import FAILURE_TTL, JOB_RETRY, RESULT_TTL
+
+    worker = _context()
+    moment = datetime.fromisoformat(now) if now else datetime.now(UTC)
+    queue = Queue(worker.settings.queue_name, connection=worker.redis)
+    enqueued = []
+    for installation_id, week in due_digests(worker.store, moment):
+        try:  # one job id per week: while it is queued or its result kept, another tick adds none
+            queue.enqueue_call(
+                "workers.jobs.post_digest",
+                kwargs={"installation_id": installation_id, "week": week},
+                job_id=f"digest-{installation_id}-{week}",
+                unique=True,
+                retry=JOB_RETRY,
+                timeout=DIGEST_LOCK_SECONDS,
+                result_ttl=RESULT_TTL,
+                failure_ttl=FAILURE_TTL,
+            )
+        except DuplicateJobError:
+            continue
+        enqueued.append(f"{installation_id}:{week}")
+    return {"enqueued": enqueued}
+
+
 # the ``installation`` actions that end processing; every other one (created, unsuspend, ...) resumes it
 _STATE_AFTER = {"deleted": rec.InstallationState.DELETED, "suspend": rec.InstallationState.SUSPENDED}
 

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 
-from bot.config.load import CONFIG_PATH, ORG_REPO, Source, resolve
+from bot.config.load import CONFIG_PATH, ORG_REPO, Effective, Source, resolve
 from bot.config.quarantine import parse_quarantine
 from bot.core.baseline import BaselineState, baseline
 from bot.core.digest import TREND_WEEKS, Digest, RunFact, digest, week_start
@@ -28,12 +28,25 @@ class OrganisationWeek:
     rates_from: str  # where the rates in force came from
 
 
+def organisation_name(store: Store, installation_id: int) -> str:
+    """The account the installation belongs to, else the owner of its repositories, else its id."""
+    repos = org_store.repos_of_installation(store, installation_id)
+    return org_store.installation_account(store, installation_id) or (
+        repos[0][1].split("/", 1)[0] if repos else str(installation_id)
+    )
+
+
+def organisation_config(store: Store, organisation: str) -> Effective:
+    """The organisation's ``.github/flaketally.yml`` as the App last read it (the defaults when it never did)."""
+    where = f"{organisation}/{ORG_REPO}:{CONFIG_PATH}"
+    cached = repository.cached_file(store, where)
+    return resolve([Source(where, cached[1] if cached else None)])
+
+
 def organisation_week(store: Store, installation_id: int, week: str) -> OrganisationWeek:
     """The digest of ``week`` for the installation (module docstring)."""
     repos = org_store.repos_of_installation(store, installation_id)
-    organisation = org_store.installation_account(store, installation_id) or (
-        repos[0][1].split("/", 1)[0] if repos else str(installation_id)
-    )
+    organisation = organisation_name(store, installation_id)
     since = (week_start(week) - timedelta(weeks=TREND_WEEKS - 1)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     histories = []
     runs: list[RunFact] = []
@@ -58,9 +71,8 @@ def organisation_week(store: Store, installation_id: int, week: str) -> Organisa
                     timing.wait_minutes if timing else None,
                 )
             )
+    effective = organisation_config(store, organisation)
     where = f"{organisation}/{ORG_REPO}:{CONFIG_PATH}"
-    cached = repository.cached_file(store, where)
-    effective = resolve([Source(where, cached[1] if cached else None)])
     rates_from = where if any(k.startswith("rates.") for k in effective.origin) else "the defaults"
     config = effective.config
     found = digest(week, histories, runs, rates=config.rates.rates(), policy=config.policy, repositories=len(repos))
@@ -70,7 +82,10 @@ def organisation_week(store: Store, installation_id: int, week: str) -> Organisa
         mine = [h for repo, h in histories if repo == name]
         broken += _broken(store, key, name, mine, since)
         quarantined += _quarantined(store, name, organisation, mine)
-    found = dataclasses.replace(found, broken=tuple(broken), quarantined=tuple(quarantined))
+    # a single failure of a test broken on the default branch needs no rerun: it is in the other queue
+    failing = {(repo, test, context) for repo, test, context, _ in broken}
+    undetermined = tuple(u for u in found.undetermined if u[:3] not in failing)
+    found = dataclasses.replace(found, broken=tuple(broken), quarantined=tuple(quarantined), undetermined=undetermined)
     return OrganisationWeek(organisation, found, rates_from)
 
 

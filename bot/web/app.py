@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from bot.settings import Settings
 from bot.store import Store
+from bot.store.digests import digest_warnings
 from bot.web import metrics
 from bot.web.receiver import Receiver
 
@@ -86,6 +87,12 @@ def create_app(settings: Settings, *, redis: redis.Redis | None = None) -> Starl
         with store.engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
 
+    def digest_warnings_of_store() -> list[str]:
+        try:
+            return digest_warnings(store)
+        except sa.exc.SQLAlchemyError:  # a store the workers have not migrated yet holds no digest
+            return []
+
     async def readyz(request: Request) -> Response:
         failed = []
         for name, check in (("redis", ping_redis), ("store", ping_store)):
@@ -97,7 +104,9 @@ def create_app(settings: Settings, *, redis: redis.Redis | None = None) -> Starl
                 failed.append(f"{name} unavailable ({type(exc).__name__})")
         if failed:
             return PlainTextResponse("\n".join(failed) + "\n", status_code=503)
-        return PlainTextResponse("ready\n")
+        # ready, with what a person should know: a digest that had nowhere to go
+        warnings = await anyio.to_thread.run_sync(digest_warnings_of_store, abandon_on_cancel=True)
+        return PlainTextResponse("ready\n" + "".join(f"warning: {w}\n" for w in warnings))
 
     async def metrics_page(request: Request) -> Response:
         try:

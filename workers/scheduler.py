@@ -1,0 +1,40 @@
+"""The scheduler process: rq's cron scheduler running ``workers.jobs.digest_tick`` every few minutes.
+
+Run as many as you like (one per host is typical, two for failover): each tick only enqueues the digests
+that are due and not posted, under one job id per installation and week, and posting happens once under
+the installation's lock, so two schedulers post one digest."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+
+from bot.digest.schedule import TICK_CRON
+from bot.settings import Settings
+from workers import jobs
+
+TICK_TIMEOUT = 300
+
+
+def build_scheduler(settings: Settings, connection: redis.Redis, *, now: str | None = None) -> Any:
+    """An rq ``CronScheduler`` with the digest tick registered (``now`` fixes the tick's clock, for tests)."""
+    from rq.cron import CronScheduler
+
+    scheduler = CronScheduler(connection=connection)
+    scheduler.register(
+        jobs.digest_tick,
+        settings.queue_name,
+        kwargs={"now": now} if now else None,
+        cron=TICK_CRON,
+        job_timeout=TICK_TIMEOUT,
+        name="flaketally-digest-tick",
+    )
+    return scheduler
+
+
+def run_scheduler(settings: Settings, *, connection: redis.Redis | None = None) -> None:
+    """Run until SIGINT or SIGTERM."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    build_scheduler(settings, connection or redis.Redis.from_url(settings.redis_url)).start()
