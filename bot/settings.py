@@ -28,6 +28,40 @@ _PEM = re.compile(
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 
 
+# Every environment variable ``Settings.from_env`` reads: (name, what it is, its default). The README's table
+# is printed from this (``flaketally config settings``); a test checks from_env reads exactly these.
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("GITHUB_APP_ID", "the App's id (`flaketally register` writes it)", "required for `worker`, `scheduler`"),
+    (
+        "GITHUB_APP_PRIVATE_KEY",
+        "the App's private key, PEM, inline (or `GITHUB_APP_PRIVATE_KEY_PATH`)",
+        "required for `worker`, `scheduler`",
+    ),
+    ("GITHUB_APP_PRIVATE_KEY_PATH", "a file holding the App's private key (mode 0600)", "unset"),
+    ("GITHUB_WEBHOOK_SECRET", "the secret GitHub signs its deliveries with", "required"),
+    ("GITHUB_API_URL", "GitHub's API: `https://HOST/api/v3` for GitHub Enterprise Server", f"`{DEFAULT_API_URL}`"),
+    ("REDIS_URL", "the queue, delivery records, locks, token cache and metrics", f"`{DEFAULT_REDIS_URL}`"),
+    ("DATABASE_URL", "the store: a SQLite path or `sqlite:///...`, or `postgresql://...`", f"`{DEFAULT_DATABASE_URL}`"),
+    ("FLAKETALLY_QUEUE", "the rq queue's name", f"`{DEFAULT_QUEUE}`"),
+    (
+        "FLAKETALLY_ARTIFACTS",
+        "comma-separated name patterns (`junit-*,test-results`) of the artifacts to read",
+        "every artifact whose zip holds JUnit XML",
+    ),
+    (
+        "FLAKETALLY_RETENTION_DAYS",
+        "days reports, runs and jobs are kept (31 to 3650), and a deleted installation's data before it is purged",
+        "`90`",
+    ),
+)
+
+
+def reference() -> str:
+    """The variables as a Markdown table (the README shows it)."""
+    rows = ["| variable | what it is | default |", "|---|---|---|"]
+    return "\n".join([*rows, *(f"| `{name}` | {what} | {default} |" for name, what, default in VARIABLES)])
+
+
 class SettingsError(Exception):
     """A deployment setting is missing or malformed; the message names the variable."""
 
@@ -51,6 +85,8 @@ class Settings:
     # fnmatch patterns of the artifacts to read (FLAKETALLY_ARTIFACTS, comma-separated); none: every
     # artifact whose zip holds JUnit XML
     artifact_patterns: tuple[str, ...] = ()
+    # days reports, runs and jobs are kept, and a deleted installation's data (FLAKETALLY_RETENTION_DAYS)
+    retention_days: int = 90
 
     def __repr__(self) -> str:  # never print the key or the secret
         return (
@@ -76,12 +112,25 @@ class Settings:
             database_url=database_url(environ),
             queue_name=_queue_name(environ),
             artifact_patterns=_artifact_patterns(environ),
+            retention_days=_retention_days(environ),
         )
 
 
 def database_url(environ: Mapping[str, str] = os.environ) -> str:
     """``DATABASE_URL``, else the embedded SQLite default: what every command opens, App or not."""
     return _non_empty(environ, "DATABASE_URL", DEFAULT_DATABASE_URL)
+
+
+def _retention_days(environ: Mapping[str, str]) -> int:
+    raw = _get(environ, "FLAKETALLY_RETENTION_DAYS")
+    if raw is None:
+        return 90
+    if not raw.strip().isdigit() or not 31 <= int(raw) <= 3650:
+        raise SettingsError(
+            f"FLAKETALLY_RETENTION_DAYS must be a whole number of days from 31 to 3650 (verdicts look back 30), "
+            f"not {raw!r}"
+        )
+    return int(raw)
 
 
 def _artifact_patterns(environ: Mapping[str, str]) -> tuple[str, ...]:

@@ -55,9 +55,10 @@ def digest_issues(github: FakeGitHub, repo: str) -> list[FakeIssue]:
 
 
 def force_due(scheduler: object) -> None:
-    """Make the scheduler's cron job due now (rq computes its next time from the real clock)."""
+    """Make the scheduler's digest tick due now (rq computes its next time from the real clock)."""
     for cron_job in scheduler.get_jobs():  # type: ignore[attr-defined]
-        cron_job.next_enqueue_time = datetime.now(UTC) - timedelta(seconds=1)
+        if cron_job.name == "flaketally-digest-tick":
+            cron_job.next_enqueue_time = datetime.now(UTC) - timedelta(seconds=1)
 
 
 # --- the schedule ------------------------------------------------------------------------------------

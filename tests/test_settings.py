@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,3 +171,40 @@ def test_artifact_name_patterns(env: dict[str, str]) -> None:
     )
     with pytest.raises(SettingsError, match="FLAKETALLY_ARTIFACTS"):
         Settings.from_env({**env, "FLAKETALLY_ARTIFACTS": " , "})
+
+
+class _Recording(dict[str, str]):
+    """An environment that notes every variable asked for."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        super().__init__(values)
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: object = None) -> Any:
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return super().__contains__(key)
+
+
+def test_the_settings_table_names_exactly_what_from_env_reads() -> None:
+    from bot.settings import VARIABLES, reference
+
+    environ = _Recording(
+        {"GITHUB_APP_ID": "1", "GITHUB_APP_PRIVATE_KEY": private_key_pem(), "GITHUB_WEBHOOK_SECRET": "s"}
+    )
+    Settings.from_env(environ)
+    with_path = _Recording(
+        {"GITHUB_APP_ID": "1", "GITHUB_APP_PRIVATE_KEY_PATH": "/nonexistent", "GITHUB_WEBHOOK_SECRET": "s"}
+    )
+    with pytest.raises(SettingsError):
+        Settings.from_env(with_path)
+    assert environ.asked | with_path.asked == {name for name, _, _ in VARIABLES}
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert reference() in readme, "run `flaketally config settings` and put its table in the README"

@@ -62,7 +62,7 @@ def configure(
     global _worker
     _worker = _Worker(
         settings=settings,
-        store=store or Store.open(settings.database_url),
+        store=store or Store.open_current(settings.database_url),
         redis=connection or redis.Redis.from_url(settings.redis_url),
         port=port_factory or github_port,
         pid=os.getpid(),
@@ -350,6 +350,24 @@ def digest_tick(now: str | None = None) -> dict[str, Any]:
             continue
         enqueued.append(f"{installation_id}:{week}")
     return {"enqueued": enqueued}
+
+
+def prune_store(now: str | None = None) -> dict[str, Any]:
+    """Once a day (the scheduler): forget what is older than the retention period, and the installations
+    deleted longer ago than that (``bot.store.retention``)."""
+    from datetime import UTC, datetime
+
+    from bot.store.retention import prune
+
+    worker = _context()
+    moment = datetime.fromisoformat(now) if now else datetime.now(UTC)
+
+    def work() -> dict[str, Any]:
+        done = prune(worker.store, worker.settings.retention_days, now=moment)
+        log.info(str(done))
+        return {"pruned": str(done), "purged": list(done.installations)}
+
+    return _timed("prune_store", worker.redis, work)
 
 
 # the ``installation`` actions that end processing; every other one (created, unsuspend, ...) resumes it

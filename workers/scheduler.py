@@ -1,4 +1,5 @@
-"""The scheduler process: rq's cron scheduler running ``workers.jobs.digest_tick`` every few minutes.
+"""The scheduler process: rq's cron scheduler running ``workers.jobs.digest_tick`` every few minutes and
+``workers.jobs.prune_store`` once a day.
 
 Run as many as you like (one per host is typical, two for failover): each tick only enqueues the digests
 that are due and not posted, under one job id per installation and week, and posting happens once under
@@ -16,6 +17,8 @@ from bot.settings import Settings
 from workers import jobs
 
 TICK_TIMEOUT = 300
+PRUNE_CRON = "17 3 * * *"  # once a day, at a quiet hour (the scheduler's local time)
+PRUNE_TIMEOUT = 1800
 
 
 def build_scheduler(settings: Settings, connection: redis.Redis, *, now: str | None = None) -> Any:
@@ -30,6 +33,9 @@ def build_scheduler(settings: Settings, connection: redis.Redis, *, now: str | N
         cron=TICK_CRON,
         job_timeout=TICK_TIMEOUT,
         name="flaketally-digest-tick",
+    )
+    scheduler.register(
+        jobs.prune_store, settings.queue_name, cron=PRUNE_CRON, job_timeout=PRUNE_TIMEOUT, name="flaketally-prune"
     )
     return scheduler
 

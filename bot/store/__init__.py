@@ -24,7 +24,7 @@ from bot.store import codec
 from bot.store.schema import contexts, observations, reports, repos, tests
 
 # The newest migration in migrations/versions (a test checks it against alembic's own view).
-SCHEMA_HEAD = "0009"
+SCHEMA_HEAD = "0010"
 # the PostgreSQL advisory lock held while migrating (any 64-bit number no other tool uses)
 MIGRATION_LOCK = 0x666C616B65_7461
 _BATCH = 500
@@ -71,6 +71,37 @@ class Store:
     def open(cls, url: str) -> Store:
         store = cls(url)
         store.migrate()
+        return store
+
+    @classmethod
+    def open_current(cls, url: str) -> Store:
+        """The store as a long-running process (``serve``, ``worker``, ``scheduler``) opens it: a SQLite
+        file is migrated (under its lock: the embedded default needs no step of its own), a PostgreSQL
+        store must already be at the newest migration, changed only by ``flaketally migrate``; StoreError,
+        naming the command, otherwise."""
+        store = cls(url)
+        if store.engine.dialect.name == "sqlite":
+            store.migrate()
+            return store
+        try:
+            with store.engine.connect() as conn:
+                version = store.schema_version(conn)
+        except sa.exc.OperationalError as exc:
+            store.close()
+            raise StoreError(f"cannot reach the store at {store.engine.url!r}: {exc.orig}") from None
+        if version != SCHEMA_HEAD:
+            store.close()
+            where = store.engine.url.render_as_string(hide_password=True)
+            if version is not None and version > SCHEMA_HEAD:
+                raise StoreError(
+                    f"the store at {where} is at migration {version}, newer than this Flaketally ({SCHEMA_HEAD}): "
+                    "upgrade Flaketally on this machine"
+                )
+            found = f"at migration {version}" if version else "not migrated"
+            raise StoreError(
+                f"the store at {where} is {found}, behind {SCHEMA_HEAD}: run `flaketally migrate` "
+                "(or the migration Job) first"
+            )
         return store
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -87,6 +88,9 @@ def record_installation(
     permissions: Mapping[str, str] | None = None,
 ) -> None:
     values: dict[str, object] = {"id": installation_id, "account": account, "status": state.value}
+    # the deletion's time (its data is purged a retention period later); any other event cancels it
+    deleted = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if state is InstallationState.DELETED else None
+    values["deleted_at"] = deleted
     if permissions is not None:
         values["permissions"] = json.dumps(dict(sorted(permissions.items())))
     _upsert(store, installations, values, ["id"])

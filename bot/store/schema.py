@@ -101,6 +101,7 @@ installations = Table(
     Column("account", String(300), nullable=False),
     Column("status", String(20), nullable=False),  # active, suspended, deleted
     Column("permissions", Text, nullable=True),  # JSON, as its last installation event granted them
+    Column("deleted_at", String(40), nullable=True),  # when its deletion arrived: purged a retention period later
 )
 
 runs = Table(
