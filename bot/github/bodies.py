@@ -14,6 +14,8 @@ from bot.core.findings import CommitReport, Conclusion, Finding, decide
 from bot.github.limits import MAX_COMMENT, MAX_OUTPUT_TEXT
 from bot.github.models import AnnotationLevel, CheckConclusion
 from bot.github.payloads import Annotation, CheckAction, CheckOutput
+from bot.github.permissions import FEATURES, RERUNS
+from bot.github.permissions import QUARANTINE as QUARANTINE_FEATURE
 from bot.render.findings import (
     ADVICE,
     Links,
@@ -132,7 +134,8 @@ _BUTTONS = {
     QUARANTINE: CheckAction("Quarantine", "Open a PR quarantining the flaky tests", QUARANTINE),
 }
 # what each button needs the installation to have granted (the pull request: a branch, a commit, the PR)
-NEEDS = {RERUN: ("actions",), QUARANTINE: ("contents", "pull_requests")}
+# the permissions each button needs written (``bot.github.permissions``, the one table of them)
+NEEDS = {button: tuple(FEATURES[feature]) for button, feature in ((RERUN, RERUNS), (QUARANTINE, QUARANTINE_FEATURE))}
 
 
 def buttons(
