@@ -76,7 +76,24 @@ ROUTES = (
     "list_issues",
     "create_issue",
     "update_issue",
+    "get_app",
+    "list_installations",
+    "list_deliveries",
+    "redeliver",
+    "manifest_conversion",
 )
+
+# the routes the App reaches with its own JWT (not an installation's token)
+APP_ROUTES = ("token", "repo_installation", "get_app", "list_installations", "list_deliveries", "redeliver")
+# what app.yml asks for (tests/test_actions.py checks the manifest against the buttons' needs)
+APP_PERMISSIONS = {
+    "actions": "write",
+    "checks": "write",
+    "issues": "write",
+    "pull_requests": "write",
+    "contents": "write",
+    "metadata": "read",
+}
 
 _CONCLUSIONS = {"action_required", "cancelled", "failure", "neutral", "success", "skipped", "timed_out"}
 
@@ -256,6 +273,16 @@ class FakeGitHub:
         self.opened: dict[int, FakePull] = {}  # pull requests the App opened, by number
         self.permissions: dict[tuple[str, str], str] = {}  # (repo, user) → role; anyone else may write
         self.other_installations: set[int] = set()  # installations besides ``installation_id`` that mint tokens
+        # what the App itself sees with its JWT (``flaketally doctor``): its permissions, installations, deliveries
+        self.app_permissions: dict[str, str] = dict(APP_PERMISSIONS)
+        self.installed: list[dict[str, Any]] = [self.installation_json(installation_id, "acme")]
+        self.deliveries: list[dict[str, Any]] = []
+        self.redelivered: list[int] = []
+        # ``flaketally register``: the codes GitHub would hand back from the manifest flow (each good once),
+        # the codes turned into the App, and the webhook secret GitHub makes up for it
+        self.manifest_codes: set[str] = set()
+        self.manifest_converted: list[str] = []
+        self.manifest_webhook_secret = "e340154128314309424b7c8e90325147d99fdafa"
         self.issues: dict[int, FakeIssue] = {}  # by number (numbers shared with pull requests, as on GitHub)
         self.unreachable: set[str] = set()  # repositories the installation cannot see: their issues are 404
         self.issues_disabled: set[str] = set()  # repositories whose issues are turned off: 410
@@ -711,6 +738,11 @@ class FakeGitHub:
             ("list_comments", "GET", rf"{repo}/issues/(?P<number>\d+)/comments", self._list_comments),
             ("create_comment", "POST", rf"{repo}/issues/(?P<number>\d+)/comments", self._create_comment),
             ("update_comment", "PATCH", rf"{repo}/issues/comments/(?P<comment_id>\d+)", self._update_comment),
+            ("get_app", "GET", r"/app", self._get_app),
+            ("list_installations", "GET", r"/app/installations", self._list_installations),
+            ("list_deliveries", "GET", r"/app/hook/deliveries", self._list_deliveries),
+            ("redeliver", "POST", r"/app/hook/deliveries/(?P<delivery>\d+)/attempts", self._redeliver),
+            ("manifest_conversion", "POST", r"/app-manifests/(?P<code>[^/]+)/conversions", self._manifest_conversion),
             ("list_issues", "GET", rf"{repo}/issues", self._list_issues),
             ("create_issue", "POST", rf"{repo}/issues", self._create_issue),
             ("update_issue", "PATCH", rf"{repo}/issues/(?P<number>\d+)", self._update_issue),
@@ -731,7 +763,7 @@ class FakeGitHub:
             faults = self._faults.get(route)
             if faults:
                 return faults.pop(0)()
-            if route not in ("token", "blob", "repo_installation") and not self._authorized(request):
+            if route not in (*APP_ROUTES, "blob", "manifest_conversion") and not self._authorized(request):
                 return self._respond(401, {"message": "Bad credentials"})
             try:
                 return handler(request, **groups)
@@ -821,6 +853,104 @@ class FakeGitHub:
         if str(claims["iss"]) != str(self.app_id) or claims["exp"] - claims["iat"] > 600:
             return self._respond(401, {"message": "'Issuer' claim ('iss') must be an Integer"})
         return None
+
+    def installation_json(self, installation_id: int, account: str, **changes: Any) -> dict[str, Any]:
+        """An installation as ``GET /app/installations`` lists it (keys after the official example)."""
+        return {
+            "id": installation_id,
+            "account": {"login": account, "id": installation_id, "type": "Organization"},
+            "app_id": self.app_id,
+            "app_slug": "flaketally",
+            "target_type": "Organization",
+            "permissions": dict(self.app_permissions),
+            "events": ["check_run", "workflow_run"],
+            "repository_selection": "all",
+            "html_url": f"https://github.com/organizations/{account}/settings/installations/{installation_id}",
+            "suspended_at": None,
+            **changes,
+        }
+
+    def add_delivery(self, event: str, status_code: int, *, action: str | None = None) -> dict[str, Any]:
+        """A webhook delivery as ``GET /app/hook/deliveries`` lists it, newest first."""
+        code = status_code
+        delivery = {
+            "id": next(self._ids),
+            "guid": f"0b989ba4-242f-11e5-81e1-{len(self.deliveries):012d}",
+            "delivered_at": iso(self.now),
+            "redelivery": False,
+            "duration": 0.27,
+            "status": "OK" if code < 400 else ("Invalid HTTP Response: " + str(code) if code else "Timed out"),
+            "status_code": code,
+            "event": event,
+            "action": action,
+            "installation_id": self.installation_id,
+            "repository_id": 1296269,
+        }
+        self.deliveries.insert(0, delivery)
+        return delivery
+
+    def _get_app(self, request: httpx.Request) -> httpx.Response:
+        refused = self._app_jwt_refused(request)
+        if refused is not None:
+            return refused
+        body = {
+            "id": self.app_id,
+            "slug": "flaketally",
+            "name": "Flaketally",
+            "owner": {"login": "acme", "id": 1, "type": "Organization"},
+            "html_url": "https://github.com/apps/flaketally",
+            "permissions": dict(self.app_permissions),
+            "events": ["check_run", "workflow_run"],
+        }
+        return self._respond(200, body, remaining=False)
+
+    def _list_installations(self, request: httpx.Request) -> httpx.Response:
+        refused = self._app_jwt_refused(request)
+        return refused if refused is not None else self._page(request, list(self.installed), None)
+
+    def _list_deliveries(self, request: httpx.Request) -> httpx.Response:
+        refused = self._app_jwt_refused(request)
+        if refused is not None:
+            return refused
+        count = int(request.url.params.get("per_page", "30"))
+        return self._respond(200, self.deliveries[:count], remaining=False)
+
+    def _redeliver(self, request: httpx.Request, delivery: str) -> httpx.Response:
+        refused = self._app_jwt_refused(request)
+        if refused is not None:
+            return refused
+        if not any(d["id"] == int(delivery) for d in self.deliveries):
+            return self._respond(404, {"message": "Not Found"})
+        self.redelivered.append(int(delivery))
+        return self._respond(202, {}, remaining=False)
+
+    def _manifest_conversion(self, request: httpx.Request, code: str) -> httpx.Response:
+        """``apps/create-from-manifest`` (no authentication): a code of ``manifest_codes`` becomes the App, once;
+        an unknown or used code is 404, as on GitHub. Keys after the official example."""
+        if code not in self.manifest_codes:
+            return self._respond(404, {"message": "Not Found", "status": "404"})
+        self.manifest_codes.discard(code)
+        self.manifest_converted.append(code)
+        web = "https://github.com" if self.api_url == API_URL else self.api_url.removesuffix("/api/v3")
+        body = {
+            "id": self.app_id,
+            "slug": "flaketally",
+            "node_id": "MDM6QXBwNDI0Mg==",
+            "owner": {"login": "acme", "id": 1, "node_id": "MDEyOk9yZ2FuaXphdGlvbjE=", "type": "Organization"},
+            "name": "Flaketally",
+            "description": "Tells flaky test failures from real ones.",
+            "external_url": "https://github.com/apps/flaketally",
+            "html_url": f"{web}/apps/flaketally",
+            "created_at": iso(self.now),
+            "updated_at": iso(self.now),
+            "permissions": dict(self.app_permissions),
+            "events": ["check_run", "workflow_run"],
+            "client_id": "Iv1.8a61f9b3a7aba766",
+            "client_secret": "1726be1638095a19edd134c77bde3aa2ece1e5d8",
+            "webhook_secret": self.manifest_webhook_secret,
+            "pem": self.private_key,
+        }
+        return self._respond(201, body)
 
     def _repo_installation(self, request: httpx.Request, owner: str, name: str) -> httpx.Response:
         refused = self._app_jwt_refused(request)
