@@ -45,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scheduler": _scheduler,
         "replay": _replay,
         "config": _config,
+        "register": _register,
+        "doctor": _doctor,
+        "migrate": _migrate,
+        "purge": _purge,
     }
     return commands[args.command](args)
 
@@ -57,9 +61,21 @@ def _settings(*, require_app: bool) -> Settings | None:
         return None
 
 
+def _current_store(settings: Settings) -> bool:
+    """Whether the store is at the newest migration (a SQLite file is brought there); said when not."""
+    from bot.store import Store, StoreError
+
+    try:
+        Store.open_current(settings.database_url).close()
+    except StoreError as exc:
+        print(f"flaketally: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def _serve(args: argparse.Namespace) -> int:
     settings = _settings(require_app=False)
-    if settings is None:
+    if settings is None or not _current_store(settings):
         return EXIT_USAGE
     from bot.web.serve import serve
 
@@ -84,11 +100,61 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _scheduler(args: argparse.Namespace) -> int:
     settings = _settings(require_app=True)
-    if settings is None:
+    if settings is None or not _current_store(settings):
         return EXIT_USAGE
     from workers.scheduler import run_scheduler
 
     run_scheduler(settings)
+    return EXIT_CLEAN
+
+
+def _register(args: argparse.Namespace) -> int:
+    from bot.admin.register import register_command
+
+    return register_command(args)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from bot.admin.doctor import doctor_command
+
+    return doctor_command(args)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from bot.store import Store, StoreError
+
+    url = args.db or database_url()
+    try:
+        store = Store(url)
+        try:
+            with store.engine.connect() as conn:
+                before = store.schema_version(conn)
+            changed = store.migrate()
+        finally:
+            store.close()
+    except StoreError as exc:
+        print(f"flaketally: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from bot.store import SCHEMA_HEAD
+
+    if changed:
+        print(f"flaketally: migrated the store from {before or 'empty'} to {SCHEMA_HEAD}")
+    else:
+        print(f"flaketally: the store is already at {SCHEMA_HEAD}; nothing to do")
+    return EXIT_CLEAN
+
+
+def _purge(args: argparse.Namespace) -> int:
+    from bot.store.retention import purge_installation
+
+    store = _open_store(args.db or database_url())
+    if store is None:
+        return EXIT_USAGE
+    try:
+        removed = purge_installation(store, args.installation)
+    finally:
+        store.close()
+    print(f"flaketally: installation {args.installation}: {removed}")
     return EXIT_CLEAN
 
 
@@ -391,6 +457,11 @@ def _config(args: argparse.Namespace) -> int:
         return code
     if args.config_command == "schema":
         sys.stdout.write(commands.schema())
+        return EXIT_CLEAN
+    if args.config_command == "settings":
+        from bot.settings import reference
+
+        sys.stdout.write(reference() + "\n")
         return EXIT_CLEAN
     settings = _settings(require_app=True)
     if settings is None:

@@ -69,7 +69,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="flaketally", description=description, epilog=EXIT_CODES)
     top.add_argument("--version", action="version", version=f"flaketally {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
-    for add in (_analyze, _explain, _quarantine, _digest, _app, _config):
+    for add in (_analyze, _explain, _quarantine, _digest, _app, _admin, _config):
         add(commands)
     return top
 
@@ -207,6 +207,50 @@ def _app(commands: Commands) -> None:
     )
 
 
+def _admin(commands: Commands) -> None:
+    """Setting the App up and looking after its store."""
+    register = commands.add_parser(
+        "register",
+        help="register the GitHub App from app.yml (GitHub's manifest flow) and write its keys to an env file",
+        description="Serve a one-page form on localhost that sends app.yml to GitHub (or the GitHub Enterprise "
+        "Server of $GITHUB_URL / $GITHUB_API_URL); GitHub sends you back with a code, exchanged for the new App's "
+        "id, private key and webhook secret, written to --env-file (and the key beside it, both mode 0600).",
+        epilog="exit codes: 0 registered, 1 GitHub refused or the files exist (nothing overwritten), 2 usage error",
+        formatter_class=_Defaults,
+    )
+    register.add_argument("--org", default=None, help="register it under this organisation (default: your account)")
+    register.add_argument("--webhook-url", default=None, help="the public address of `flaketally serve`'s /webhook")
+    register.add_argument("--env-file", default="flaketally.env", help="where the App's settings are written")
+    register.add_argument("--port", type=int, default=8765, help="the localhost port of the one-page form")
+    register.add_argument("--force", action="store_true", help="replace an env file or key written before")
+    doctor = commands.add_parser(
+        "doctor",
+        help="check the settings, the App's key and installations, its webhook deliveries, Redis and the store",
+        description="One line per check, in plain words, with how to fix what fails (settings from the environment).",
+        epilog="exit codes: 0 every check passed, 1 something failed (said on its line)",
+        formatter_class=_Defaults,
+    )
+    doctor.add_argument("--deliveries", type=int, default=50, metavar="N", help="recent webhook deliveries to look at")
+    doctor.add_argument(
+        "--redeliver", type=int, default=None, metavar="ID", help="ask GitHub to deliver that webhook delivery again"
+    )
+    migrate = commands.add_parser(
+        "migrate",
+        help="bring the store's schema to this version's newest migration (the one way to change it in production)",
+        formatter_class=_Defaults,
+    )
+    migrate.add_argument(
+        "--db", default=None, help=f"store URL (default: $DATABASE_URL, else ./{DEFAULT_DATABASE_URL})"
+    )
+    purge = commands.add_parser(
+        "purge",
+        help="delete everything the store holds of one installation (its repositories, reports, runs, digests)",
+        formatter_class=_Defaults,
+    )
+    purge.add_argument("--installation", type=int, required=True, metavar="ID", help="the App's installation id")
+    purge.add_argument("--db", default=None, help=f"store URL (default: $DATABASE_URL, else ./{DEFAULT_DATABASE_URL})")
+
+
 def _config(commands: Commands) -> None:
     config = commands.add_parser("config", help="check, explain or show the .github/flaketally.yml configuration")
     what = config.add_subparsers(dest="config_command", required=True)
@@ -219,5 +263,6 @@ def _config(commands: Commands) -> None:
         "says quarantine)",
     )
     what.add_parser("schema", help="every key: its values, default and what it does (Markdown)")
+    what.add_parser("settings", help="every environment variable of a deployment: what it is, its default (Markdown)")
     show = what.add_parser("show", help="the configuration in force for a repository, read with the App's keys")
     show.add_argument("--repo", required=True, metavar="OWNER/NAME")
