@@ -189,6 +189,15 @@ def test_a_reruns_measured_minutes_are_shared_among_the_flaky_tests_it_proved() 
     assert measured_share([(9, 4)], timings, sharers) is None  # no timing known: nothing measured
 
 
+def test_reruns_github_gave_no_job_times_for_are_not_said_to_have_taken_none() -> None:
+    """A replay (or jobs without times) measures the wait but not the jobs: no "0.0 minutes from the jobs API"."""
+    from bot.core.cost import Rates, RerunTiming, measured_share
+
+    untimed = measured_share([(9, 2)], {(9, 2): RerunTiming(None, 50.0)}, {(9, 2): 1})
+    assert untimed is not None and (untimed.rerun_minutes, untimed.wait_minutes) == (None, 50.0)
+    assert untimed.compute(Rates()) == 0.0
+
+
 def test_the_repositorys_limit_of_failed_tests_is_used(store: Store, github: FakeGitHub) -> None:
     github.add_file(REPO, CONFIG, "rerun: failed-jobs\nrerun_limits:\n  max_failed_tests: 1\n")
     run = github.add_run(REPO, pull_requests=[7])

@@ -91,10 +91,11 @@ def cost_of(commits: Sequence[CommitJudgement], rates: Rates) -> Cost:
 
 @dataclass(frozen=True, slots=True)
 class RerunTiming:
-    """What one rerun attempt cost as GitHub measured it: the minutes its jobs ran (the jobs API) and
-    the wait from the previous attempt's completion to its start (None when either time is unknown)."""
+    """What one rerun attempt cost as GitHub measured it: the minutes its jobs ran (the jobs API; None when
+    no job of it has both times, as in a replay) and the wait from the previous attempt's completion to its
+    start (None when either time is unknown)."""
 
-    job_minutes: float
+    job_minutes: float | None
     wait_minutes: float | None
 
 
@@ -102,12 +103,12 @@ class RerunTiming:
 class Measured:
     """A flaky test's share of the reruns that proved it, on one commit."""
 
-    rerun_minutes: float
+    rerun_minutes: float | None  # None: GitHub gave no job times for those reruns
     wait_minutes: float | None
     reruns: int
 
     def compute(self, rates: Rates) -> float:
-        return self.rerun_minutes * rates.compute_per_minute
+        return (self.rerun_minutes or 0.0) * rates.compute_per_minute
 
 
 def measured_share(
@@ -120,6 +121,7 @@ def measured_share(
     found = [(key, timings[key]) for key in dict.fromkeys(passed_in) if key in timings]
     if not found:
         return None
-    minutes = sum(t.job_minutes / max(1, sharers.get(key, 1)) for key, t in found)
+    timed = [(key, t.job_minutes) for key, t in found if t.job_minutes is not None]
+    minutes = sum(m / max(1, sharers.get(key, 1)) for key, m in timed) if timed else None
     waits = [t.wait_minutes for _, t in found if t.wait_minutes is not None]
     return Measured(minutes, max(waits) if waits else None, len(found))

@@ -67,7 +67,7 @@ def organisation_week(store: Store, installation_id: int, week: str) -> Organisa
                     r.attempt,
                     r.run_started_at,
                     (r.run_id, r.attempt) in automatic,
-                    timing.job_minutes if timing else 0.0,
+                    (timing.job_minutes or 0.0) if timing else 0.0,  # the digest sums what GitHub timed
                     timing.wait_minutes if timing else None,
                 )
             )

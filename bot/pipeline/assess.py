@@ -80,7 +80,10 @@ def attempt_timings(
         for (rid, attempt), record in attempts.items():
             if rid != run_id or attempt < 2:
                 continue
-            minutes = sum(_minutes(j.started_at, j.completed_at) or 0.0 for j in jobs if j.attempt == attempt)
+            ran = [
+                m for j in jobs if j.attempt == attempt and (m := _minutes(j.started_at, j.completed_at)) is not None
+            ]
+            minutes = sum(ran) if ran else None
             before = attempts.get((run_id, attempt - 1))
             wait = _minutes(before.updated_at, record.run_started_at) if before else None
             timings[(run_id, attempt)] = RerunTiming(minutes, wait)

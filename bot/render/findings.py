@@ -170,11 +170,16 @@ def cost_lines(report: CommitReport) -> list[str]:
         )
         if f.measured is not None:
             m = f.measured
-            wait = f" and a {m.wait_minutes:.0f}-minute wait for it" if m.wait_minutes is not None else ""
-            line += (
-                f" Measured here: its share of the rerun's jobs, {m.rerun_minutes:.1f} minutes "
-                f"({money(m.compute(rates))} {rates.currency}, from the jobs API){wait}."
-            )
+            parts = []
+            if m.rerun_minutes is not None:
+                parts.append(
+                    f"its share of the rerun's jobs, {m.rerun_minutes:.1f} minutes "
+                    f"({money(m.compute(rates))} {rates.currency}, from the jobs API)"
+                )
+            if m.wait_minutes is not None:
+                parts.append(f"a {m.wait_minutes:.0f}-minute wait for it")
+            if parts:
+                line += f" Measured here: {' and '.join(parts)}."
         lines.append(line)
     return lines
 
