@@ -45,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scheduler": _scheduler,
         "replay": _replay,
         "config": _config,
+        "run": _run,
+        "hunt": _hunt,
+        "check": _check,
+        "memory": _memory,
         "register": _register,
         "doctor": _doctor,
         "migrate": _migrate,
@@ -106,6 +110,30 @@ def _scheduler(args: argparse.Namespace) -> int:
 
     run_scheduler(settings)
     return EXIT_CLEAN
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bot.local.run import run_command
+
+    return run_command(args)
+
+
+def _hunt(args: argparse.Namespace) -> int:
+    from bot.local.hunt import hunt_command
+
+    return hunt_command(args)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from bot.local.check import check_command
+
+    return check_command(args)
+
+
+def _memory(args: argparse.Namespace) -> int:
+    from bot.local.recall import memory_command
+
+    return memory_command(args)
 
 
 def _register(args: argparse.Namespace) -> int:

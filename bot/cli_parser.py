@@ -69,7 +69,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="flaketally", description=description, epilog=EXIT_CODES)
     top.add_argument("--version", action="version", version=f"flaketally {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
-    for add in (_analyze, _explain, _quarantine, _digest, _app, _admin, _config):
+    for add in (_analyze, _explain, _quarantine, _digest, _local, _app, _admin, _config):
         add(commands)
     return top
 
@@ -205,6 +205,66 @@ def _app(commands: Commands) -> None:
         choices=[p.value for p in SINGLE_FAIL_POLICIES],
         default=CommitVerdict.UNDETERMINED.value,
     )
+
+
+def _local(commands: Commands) -> None:
+    """Flaketally inside the test command: settle a failure in the same job, hunt for flakes, gate without
+    the App, and remember local runs."""
+    run = commands.add_parser(
+        "run",
+        help="run the test command; when a few tests failed, once more: a test that then passes is a flaky pass",
+        description="Run CMD (no shell) and read the JUnit report it writes. When tests failed, the runner made "
+        "no retries of its own and at most --max-reruns tests failed, run it once more: a test that failed and "
+        "then passed cleanly is a flaky pass (green, and kept). Never green by accident: a missing, empty or "
+        "malformed report, a crash, a signal, or a failure the report omits keeps the run red.",
+        epilog="exit codes: 0 green (flaky passes included), 1 a test failed, 2 usage error, 3 no usable report, "
+        "a crash or a runner killed by a signal",
+        formatter_class=_Defaults,
+    )
+    run.add_argument("--junit", default="junit.xml", metavar="PATH", help="the JUnit report CMD writes")
+    run.add_argument("--max-reruns", type=int, default=3, metavar="N", help="rerun only when at most N tests failed")
+    run.add_argument(
+        "--rerun-scope",
+        choices=("command", "test"),
+        default="command",
+        help="command: run the whole command again; test: only the failed tests (pytest, jest, vitest, Playwright)",
+    )
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the test command")
+    hunt = commands.add_parser(
+        "hunt",
+        help="run the suite N times on one checkout: any disagreement is flakiness",
+        description="Run CMD N times ({run} and {junit} in it are replaced), judge every test on those runs as one "
+        "commit, print the verdicts with their evidence and what N runs could not see. With --parallel, what is "
+        "found flaky is run again one at a time and demoted to suspect when it does not reproduce.",
+        epilog="exit codes: 0 nothing flaky, 1 flaky or broken tests found, 2 usage error, 3 no usable report",
+        formatter_class=_Defaults,
+    )
+    hunt.add_argument("--runs", type=int, required=True, metavar="N", help="how many times to run the suite")
+    hunt.add_argument("--parallel", type=int, default=1, metavar="K", help="runs at once")
+    hunt.add_argument(
+        "--junit", default="reports/junit-{run}.xml", metavar="TEMPLATE", help="where run {run} writes its report"
+    )
+    hunt.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the test command")
+    check = commands.add_parser(
+        "check",
+        help="a gate in CI without the App: the reports just read against the stored history",
+        description="Compare the reports just read with the history in --db: nothing changed, a test newly "
+        "crossed the flaky threshold, or a known flake got worse. In GitHub Actions it annotates the tests and "
+        "writes a Markdown step summary.",
+        epilog="exit codes: 0 nothing changed, 1 a test is newly flaky, 2 usage error, 3 a known flake got worse, "
+        "4 no usable report",
+        formatter_class=_Defaults,
+    )
+    check.add_argument("paths", nargs="+", metavar="PATH", help="report files or directories just written")
+    check.add_argument("--db", required=True, help="the store holding the history (kept: the reports are added)")
+    check.add_argument("--repo", default="local", help="the repository name the history is kept under")
+    memory = commands.add_parser(
+        "memory",
+        help="the tests that both passed and failed on one working tree in the last 7 days (local runs)",
+        formatter_class=_Defaults,
+    )
+    memory.add_argument("action", nargs="?", choices=("list", "reset", "on", "off"), default="list", help="what to do")
+    memory.add_argument("test", nargs="?", default=None, metavar="TEST", help="with reset: forget only this test")
 
 
 def _admin(commands: Commands) -> None:
