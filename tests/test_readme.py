@@ -108,10 +108,27 @@ def clone(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _installed_here(env: dict[str, str], cwd: Path) -> None:
+    """``scripts/demo`` runs ``scripts/setup`` in this suite's environment: it must find nothing to do there,
+    or it would install into the environment running these tests (from this checkout, even if the
+    environment was made from another one)."""
+    marker = Path(sys.prefix) / ".flaketally-installed"
+    fresh = marker.exists() and marker.stat().st_mtime >= (ROOT / "pyproject.toml").stat().st_mtime
+    assert fresh, f"{sys.prefix} is older than pyproject.toml: run scripts/setup (scripts/test does) first"
+    where = subprocess.run(
+        [sys.executable, "-c", "import bot; print(bot.__file__)"], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    assert Path(where.stdout.strip()).resolve().is_relative_to(ROOT), (
+        f"{sys.prefix} runs Flaketally from {where.stdout.strip()}, not from this checkout ({ROOT}): "
+        "use this checkout's environment (scripts/setup makes it)"
+    )
+
+
 def test_the_readme_commands_run_as_written(clone: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "DATABASE_URL", "FLAKETALLY_"))}
     env["FLAKETALLY_VENV"] = sys.prefix  # the environment this suite runs in, as scripts/setup made it
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    _installed_here(env, clone)
     for command, code in RUN.items():
         if code is None:
             continue
