@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import importlib
 import os
 import shutil
 import sys
@@ -31,6 +32,15 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 # bot.render.analysis.RENDERERS and the terminal table, named here so --help imports nothing
 T = TypeVar("T")
 PROGRESS_FROM = 20  # reports: fewer are read before a bar could be seen
+# the commands whose whole handling lives in their own module (imported only when run): module, function
+ELSEWHERE = {
+    "run": ("bot.local.run", "run_command"),
+    "hunt": ("bot.local.hunt", "hunt_command"),
+    "check": ("bot.local.check", "check_command"),
+    "memory": ("bot.local.recall", "memory_command"),
+    "register": ("bot.admin.register", "register_command"),
+    "doctor": ("bot.admin.doctor", "doctor_command"),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,15 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scheduler": _scheduler,
         "replay": _replay,
         "config": _config,
-        "run": _run,
-        "hunt": _hunt,
-        "check": _check,
-        "memory": _memory,
-        "register": _register,
-        "doctor": _doctor,
         "migrate": _migrate,
         "purge": _purge,
     }
+    if args.command in ELSEWHERE:
+        module, name = ELSEWHERE[args.command]
+        command: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), name)
+        return command(args)
     return commands[args.command](args)
 
 
@@ -112,61 +120,20 @@ def _scheduler(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
-def _run(args: argparse.Namespace) -> int:
-    from bot.local.run import run_command
-
-    return run_command(args)
-
-
-def _hunt(args: argparse.Namespace) -> int:
-    from bot.local.hunt import hunt_command
-
-    return hunt_command(args)
-
-
-def _check(args: argparse.Namespace) -> int:
-    from bot.local.check import check_command
-
-    return check_command(args)
-
-
-def _memory(args: argparse.Namespace) -> int:
-    from bot.local.recall import memory_command
-
-    return memory_command(args)
-
-
-def _register(args: argparse.Namespace) -> int:
-    from bot.admin.register import register_command
-
-    return register_command(args)
-
-
-def _doctor(args: argparse.Namespace) -> int:
-    from bot.admin.doctor import doctor_command
-
-    return doctor_command(args)
-
-
 def _migrate(args: argparse.Namespace) -> int:
-    from bot.store import Store, StoreError
+    from bot.store import SCHEMA_HEAD, Store, StoreError
 
-    url = args.db or database_url()
     try:
-        store = Store(url)
+        store = Store(args.db or database_url())
         try:
-            with store.engine.connect() as conn:
-                before = store.schema_version(conn)
-            changed = store.migrate()
+            done = store.migrate()
         finally:
             store.close()
     except StoreError as exc:
         print(f"flaketally: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from bot.store import SCHEMA_HEAD
-
-    if changed:
-        print(f"flaketally: migrated the store from {before or 'empty'} to {SCHEMA_HEAD}")
+    if done:
+        print(f"flaketally: migrated the store from {done.before or 'empty'} to {SCHEMA_HEAD}")
     else:
         print(f"flaketally: the store is already at {SCHEMA_HEAD}; nothing to do")
     return EXIT_CLEAN
@@ -342,8 +309,6 @@ def _quarantine(args: argparse.Namespace) -> int:
 
 
 def _digest(args: argparse.Namespace) -> int:
-    import dataclasses
-    import json
     from datetime import UTC, datetime, timedelta
 
     from bot.core.digest import week_of, week_start
@@ -367,19 +332,7 @@ def _digest(args: argparse.Namespace) -> int:
         found = organisation_week(store, args.installation, week)
     finally:
         store.close()
-    if args.format == "json":
-        document = {"flaketally": "digest", "version": 1, "organisation": found.organisation}
-        document |= dataclasses.asdict(found.digest) | {"rates_from": found.rates_from}
-        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
-    elif args.format == "html":
-        from bot.render.digest_html import digest_html
-
-        sys.stdout.write(digest_html(found.digest, found.organisation, server=server, rates_from=found.rates_from))
-    else:
-        from bot.render.digest import digest_markdown
-
-        body = digest_markdown(found.digest, found.organisation, server=server, rates_from=found.rates_from)
-        sys.stdout.write(body + "\n")
+    sys.stdout.write(found.render(args.format, server))
     return EXIT_CLEAN
 
 
@@ -388,26 +341,18 @@ def _post_digest(installation_id: int, week: str) -> int:
     settings = _settings(require_app=True)
     if settings is None:
         return EXIT_USAGE
-    import redis
+    from redis import RedisError
 
     from bot.github.errors import GitHubError
+    from bot.store import StoreError
     from bot.store.digests import DigestState
-    from workers import jobs
+    from workers.scheduler import post_now
 
-    store = _open_store(settings.database_url)
-    if store is None:
-        return EXIT_USAGE
-    connection = redis.Redis.from_url(settings.redis_url)
-    jobs.configure(settings, store=store, connection=connection)
     try:
-        done = jobs.post_digest(installation_id, week)
-    except (GitHubError, redis.RedisError) as exc:
+        done = post_now(settings, installation_id, week)
+    except (StoreError, GitHubError, RedisError) as exc:
         print(f"flaketally: the digest was not posted: {exc}", file=sys.stderr)
         return EXIT_FINDINGS
-    finally:
-        jobs.reset()
-        store.close()
-        connection.close()
     if "skipped" in done:
         print(f"flaketally: installation {installation_id}: {done['skipped']}", file=sys.stderr)
         return EXIT_FINDINGS

@@ -44,3 +44,19 @@ def run_scheduler(settings: Settings, *, connection: redis.Redis | None = None) 
     """Run until SIGINT or SIGTERM."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     build_scheduler(settings, connection or redis.Redis.from_url(settings.redis_url)).start()
+
+
+def post_now(settings: Settings, installation_id: int, week: str) -> dict[str, Any]:
+    """``flaketally digest --post``: the digest job run here and now, with this process's own store and Redis
+    (the scheduler's own path otherwise: once a week, under the installation's lock)."""
+    from bot.store import Store
+
+    store = Store.open_current(settings.database_url)
+    connection = redis.Redis.from_url(settings.redis_url)
+    jobs.configure(settings, store=store, connection=connection)
+    try:
+        return jobs.post_digest(installation_id, week)
+    finally:
+        jobs.reset()
+        store.close()
+        connection.close()

@@ -5,8 +5,9 @@ configuration as the App last read it (no GitHub request)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import timedelta
 
 from bot.config.load import CONFIG_PATH, ORG_REPO, Effective, Source, resolve
 from bot.config.quarantine import parse_quarantine
@@ -16,6 +17,7 @@ from bot.core.display import stored_display_id
 from bot.core.identity import ExecutionContext
 from bot.core.observations import TestHistory
 from bot.core.quarantine import recovery
+from bot.core.verdicts import stored_time
 from bot.pipeline.assess import attempt_timings
 from bot.store import Store, repository
 from bot.store import organisation as org_store
@@ -26,6 +28,21 @@ class OrganisationWeek:
     organisation: str
     digest: Digest
     rates_from: str  # where the rates in force came from
+
+    def render(self, fmt: str, server: str) -> str:
+        """The digest as ``flaketally digest --format`` prints it: ``markdown`` (the issue's body), ``html``
+        (one page) or ``json`` (every figure, versioned)."""
+        if fmt == "json":
+            document = {"flaketally": "digest", "version": 1, "organisation": self.organisation}
+            document |= dataclasses.asdict(self.digest) | {"rates_from": self.rates_from}
+            return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+        if fmt == "html":
+            from bot.render.digest_html import digest_html
+
+            return digest_html(self.digest, self.organisation, server=server, rates_from=self.rates_from)
+        from bot.render.digest import digest_markdown
+
+        return digest_markdown(self.digest, self.organisation, server=server, rates_from=self.rates_from) + "\n"
 
 
 def organisation_name(store: Store, installation_id: int) -> str:
@@ -47,7 +64,7 @@ def organisation_week(store: Store, installation_id: int, week: str) -> Organisa
     """The digest of ``week`` for the installation (module docstring)."""
     repos = org_store.repos_of_installation(store, installation_id)
     organisation = organisation_name(store, installation_id)
-    since = (week_start(week) - timedelta(weeks=TREND_WEEKS - 1)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = stored_time(week_start(week) - timedelta(weeks=TREND_WEEKS - 1))
     histories = []
     runs: list[RunFact] = []
     for key, name in repos:

@@ -9,6 +9,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,6 +29,13 @@ SCHEMA_HEAD = "0010"
 # the PostgreSQL advisory lock held while migrating (any 64-bit number no other tool uses)
 MIGRATION_LOCK = 0x666C616B65_7461
 _BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """What ``Store.migrate`` did: the schema's version before it (None: an empty store), now at the head."""
+
+    before: str | None
 
 
 class StoreError(Exception):
@@ -107,8 +115,8 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
-    def migrate(self) -> bool:
-        """Bring the schema to the newest migration; True when this call migrated it.
+    def migrate(self) -> Migration | None:
+        """Bring the schema to the newest migration; what this call migrated, None when it found nothing to do.
 
         A store already there is only asked its version, so a command that opens the store pays for
         loading alembic only when there is something to do. Otherwise the migration runs under a lock
@@ -117,12 +125,13 @@ class Store:
         try:
             with self.engine.connect() as conn:
                 if self.schema_version(conn) == SCHEMA_HEAD:
-                    return False
+                    return None
             with self._migration_lock(), self.engine.begin() as conn:
                 if self.engine.dialect.name == "postgresql":
                     conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
-                if self.schema_version(conn) == SCHEMA_HEAD:
-                    return False
+                before = self.schema_version(conn)
+                if before == SCHEMA_HEAD:
+                    return None
                 from alembic import command
                 from alembic.config import Config
 
@@ -130,7 +139,7 @@ class Store:
                 config.set_main_option("script_location", "bot.store:migrations")
                 config.attributes["connection"] = conn
                 command.upgrade(config, "head")
-                return True
+                return Migration(before)
         except sa.exc.OperationalError as exc:
             raise StoreError(f"cannot reach the store at {self.engine.url!r}: {exc.orig}") from None
 
