@@ -198,6 +198,12 @@ def parse_time(value: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def stored_time(moment: datetime) -> str:
+    """A time as GitHub writes it and the store keeps it, so that stored times compare as text: UTC, to the
+    second, ``2026-12-01T10:00:00Z`` (``parse_time`` reads it back)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def parse_optional_time(value: str | None) -> datetime | None:
     """``parse_time`` of a time GitHub may leave out (None or empty: None)."""
     return parse_time(value) if value else None

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from bot.core.cost import RerunTiming
 from bot.core.findings import CommitReport, Conclusion, GatePolicy, commit_report
-from bot.core.verdicts import parse_optional_time
+from bot.core.verdicts import parse_optional_time, stored_time
 from bot.pipeline.scope import Scope
 from bot.store import Store, repository
 from bot.store import records as rec
@@ -28,7 +28,7 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
     problems = repository.problems_of_commit(store, key, head_sha)
     thresholds = settings.history.thresholds()
     # GitHub's times read "2026-12-01T10:00:00Z": in that form the window is a string comparison
-    since = (now - timedelta(days=thresholds.window_days)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = stored_time(now - timedelta(days=thresholds.window_days))
     branch = repository.default_branch(store, key)
     on_branch = repository.commits_on_branch(store, key, branch, since) if branch else set()
     report = commit_report(

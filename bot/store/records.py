@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
+from bot.core.verdicts import stored_time
 from bot.store import Store, codec
 from bot.store.schema import (
     check_runs,
@@ -89,7 +90,7 @@ def record_installation(
 ) -> None:
     values: dict[str, object] = {"id": installation_id, "account": account, "status": state.value}
     # the deletion's time (its data is purged a retention period later); any other event cancels it
-    deleted = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if state is InstallationState.DELETED else None
+    deleted = stored_time(datetime.now(UTC)) if state is InstallationState.DELETED else None
     values["deleted_at"] = deleted
     if permissions is not None:
         values["permissions"] = json.dumps(dict(sorted(permissions.items())))

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from bot.core.verdicts import stored_time
 from bot.store import Store
 from bot.store.records import InstallationState
 from bot.store.schema import (
@@ -43,10 +44,6 @@ DEFAULT_RETENTION_DAYS = 90
 _OF_REPOSITORY = (reports, known_flaky, tests, runs, jobs, check_runs, comments, problems, actions, reruns)
 
 
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass(frozen=True, slots=True)
 class Pruned:
     reports: int
@@ -61,7 +58,7 @@ class Pruned:
 
 def prune(store: Store, retention_days: int = DEFAULT_RETENTION_DAYS, *, now: datetime | None = None) -> Pruned:
     """Delete what started before the retention period (module docstring)."""
-    cutoff = _stamp((now or datetime.now(UTC)) - timedelta(days=retention_days))
+    cutoff = stored_time((now or datetime.now(UTC)) - timedelta(days=retention_days))
     with store.engine.begin() as conn:
         old = sa.select(reports.c.id).where(reports.c.started_at.is_not(None), reports.c.started_at < cutoff)
         conn.execute(sa.delete(observations).where(observations.c.report_id.in_(old)))
