@@ -250,11 +250,12 @@ def weekly_digests(replay: Replay) -> list[tuple[str, str, int, int, str]]:
     the Monday after, at 09:05 UTC. (organisation, week, flaky events it reports, planted events of that
     organisation's commits whose last attempt ran that week, where it was posted)."""
     import re
-    from datetime import datetime, timedelta
+    from datetime import timedelta
 
     from bot.core.digest import week_of, week_start
+    from bot.core.verdicts import parse_time
 
-    times = sorted(datetime.fromisoformat(t.replace("Z", "+00:00")) for t in replay.last_attempt_at.values())
+    times = sorted(parse_time(t) for t in replay.last_attempt_at.values())
     week, found = week_of(times[0]), []
     while (monday := week_start(week) + timedelta(weeks=1)) <= times[-1]:
         tick = replay.jobs.digest_tick((monday + timedelta(hours=9, minutes=5)).isoformat())
@@ -268,8 +269,7 @@ def weekly_digests(replay: Replay) -> list[tuple[str, str, int, int, str]]:
                 1
                 for repo, _, _, sha in replay.truth_events
                 if repo.startswith(organisation + "/")
-                and week_of(datetime.fromisoformat(replay.last_attempt_at[(repo, sha)].replace("Z", "+00:00")))
-                == covered
+                and week_of(parse_time(replay.last_attempt_at[(repo, sha)])) == covered
             )
             reported = int(shown.group(1)) if shown else 0
             found.append((organisation, covered, reported, planted, f"{done['repo']}#{done['issue']}"))

@@ -328,7 +328,7 @@ def digest_tick(now: str | None = None) -> dict[str, Any]:
     from rq.exceptions import DuplicateJobError
 
     from bot.digest.schedule import due_digests
-    from bot.web.receiver import FAILURE_TTL, JOB_RETRY, RESULT_TTL
+    from bot.web.receiver import enqueue
 
     worker = _context()
     moment = datetime.fromisoformat(now) if now else datetime.now(UTC)
@@ -336,15 +336,12 @@ def digest_tick(now: str | None = None) -> dict[str, Any]:
     enqueued = []
     for installation_id, week in due_digests(worker.store, moment):
         try:  # one job id per week: while it is queued or its result kept, another tick adds none
-            queue.enqueue_call(
+            enqueue(
+                queue,
                 "workers.jobs.post_digest",
-                kwargs={"installation_id": installation_id, "week": week},
+                {"installation_id": installation_id, "week": week},
                 job_id=f"digest-{installation_id}-{week}",
-                unique=True,
-                retry=JOB_RETRY,
                 timeout=DIGEST_LOCK_SECONDS,
-                result_ttl=RESULT_TTL,
-                failure_ttl=FAILURE_TTL,
             )
         except DuplicateJobError:
             continue

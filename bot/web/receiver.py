@@ -70,6 +70,21 @@ class Answer:
     delivery_id: str = ""
 
 
+def enqueue(queue: Queue, function: str, kwargs: dict[str, object], *, job_id: str, timeout: int) -> None:
+    """One job as every Flaketally job is queued: under its own id (DuplicateJobError while a job of that id
+    is queued or its result kept), retried after 10 s, 60 s and 300 s, its result and failure kept a while."""
+    queue.enqueue_call(
+        function,
+        kwargs=kwargs,
+        job_id=job_id,
+        unique=True,
+        retry=JOB_RETRY,
+        timeout=timeout,
+        result_ttl=RESULT_TTL,
+        failure_ttl=FAILURE_TTL,
+    )
+
+
 class Receiver:
     """The webhook's logic, synchronous, run in a worker thread so Redis calls never block the loop."""
 
@@ -140,16 +155,7 @@ class Receiver:
                 return Answer(409, {"in_progress": True}, DeliveryOutcome.IN_PROGRESS)
             return Answer(200, {"duplicate": True}, DeliveryOutcome.DUPLICATE)
         try:
-            self.queue.enqueue_call(
-                route.function,
-                kwargs=kwargs,
-                job_id=job_id,
-                unique=True,
-                retry=JOB_RETRY,
-                timeout=route.timeout,
-                result_ttl=RESULT_TTL,
-                failure_ttl=FAILURE_TTL,
-            )
+            enqueue(self.queue, route.function, kwargs, job_id=job_id, timeout=route.timeout)
         except DuplicateJobError:
             answer = Answer(200, {"duplicate": True, "job": job_id}, DeliveryOutcome.DUPLICATE)
         except BaseException:
