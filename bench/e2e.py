@@ -400,6 +400,7 @@ def worker_main(argv: Sequence[str]) -> int:
     import redis
     from rq import Queue, Worker
 
+    from bot.github.budget import Writes
     from bot.github.port import GitHubPort
     from bot.settings import Settings
     from bot.web import metrics
@@ -413,7 +414,7 @@ def worker_main(argv: Sequence[str]) -> int:
     connection = redis.Redis.from_url(settings.redis_url)
     interval = {} if args.mutation_interval is None else {"mutation_interval": args.mutation_interval}
 
-    def port_factory(settings: Settings, connection: redis.Redis, installation_id: int) -> GitHubPort:
+    def port_factory(settings: Settings, connection: redis.Redis, installation_id: int, writes: Writes) -> GitHubPort:
         # as workers.jobs.github_port, with the sleep counted (and the interval overridden when asked)
         def on_response(status: int, remaining: int | None) -> None:
             metrics.record_github_call(connection, status)
@@ -429,6 +430,7 @@ def worker_main(argv: Sequence[str]) -> int:
             redis=connection,
             on_response=on_response,
             sleep=counted_sleep,
+            writes=writes,
             **interval,
         )
         _job_stats["port_setup"] += time.perf_counter() - started

@@ -135,6 +135,7 @@ class Replay:
     def __init__(self, redis_url: str, store_url: str) -> None:
         import redis
 
+        from bot.github.budget import WriteBudget
         from bot.settings import Settings
         from bot.store import Store
         from tests.github_fake import FakeGitHub
@@ -162,7 +163,13 @@ class Replay:
             settings,
             store=self.store,
             connection=self.redis,
-            port_factory=lambda _s, _c, installation: self.fake.port(installation_id=installation),
+            port_factory=lambda _s, _c, installation, writes: self.fake.port(
+                installation_id=installation, writes=writes
+            ),
+            # the history's own clock: GitHub's budget is a minute and an hour of the history, not of the replay
+            budget_factory=lambda connection, installation: WriteBudget(
+                connection, installation, clock=self.fake.clock
+            ),
         )
         self.jobs = jobs
         self.last: dict[tuple[str, str], dict[str, object]] = {}  # (repo, sha) → the last job's answer

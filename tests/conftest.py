@@ -87,10 +87,11 @@ def store(store_url: str) -> Iterator[Store]:
 
 @pytest.fixture
 def redis_url(redis_server: str) -> Iterator[str]:
-    """An empty Redis database (db 15 of the server), flushed before and after each test."""
+    """An empty Redis database (db 15 of the server, or ``FLAKETALLY_TEST_REDIS_DB``, so that two suites can
+    run side by side), flushed before and after each test."""
     import redis
 
-    url = redis_server.rsplit("/", 1)[0] + "/15"
+    url = redis_server.rsplit("/", 1)[0] + "/" + os.environ.get("FLAKETALLY_TEST_REDIS_DB", "15")
     client = redis.Redis.from_url(url)
     client.flushdb()
     yield url

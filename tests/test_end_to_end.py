@@ -28,7 +28,7 @@ from bot.github.errors import GitHubUnavailable
 from bot.settings import Settings
 from bot.store import Store
 from bot.web.app import create_app
-from tests.github_fake import SHA, FakeGitHub, FakeRun, zip_of
+from tests.github_fake import SHA, FakeCheckRun, FakeGitHub, FakeRun, zip_of
 from workers import jobs
 
 SECRET = "It's a Secret to Everybody"
@@ -69,8 +69,8 @@ class App:
             self.settings,
             store=self.store,
             connection=self.redis,
-            port_factory=lambda _settings, connection, installation: github.port(
-                installation_id=installation, on_response=jobs.response_metrics(connection)
+            port_factory=lambda _settings, connection, installation, writes: github.port(
+                installation_id=installation, on_response=jobs.response_metrics(connection), writes=writes
             ),
         )
         self.deliveries = 0
@@ -302,9 +302,9 @@ def test_expired_artifacts_are_named_in_the_check_run(app: App, github: FakeGitH
 def test_a_job_that_finally_fails_concludes_its_check_run_saying_so(app: App, github: FakeGitHub) -> None:
     run = pull_request_run(github, junit(test_apply_coupon="fail"))
     github.fail_next("list_artifacts", 100, status=502)
-    with pytest.raises(GitHubUnavailable):  # outside rq: the last try
-        jobs.process_workflow_run(github.installation_id, "acme/widgets", 1296269, run.id, 1)
-    (check_id,) = flaketally_checks(github)
+    with pytest.raises(GitHubUnavailable):  # outside rq: the last try; the delivery named the commit
+        jobs.process_workflow_run(github.installation_id, "acme/widgets", 1296269, run.id, 1, head_sha=run.head_sha)
+    (check_id,) = flaketally_checks(github)  # nothing was written before: the check run says why it stopped
     check = github.check_runs[check_id]
     assert (check.status, check.conclusion) == ("completed", "neutral")
     assert check.output["summary"].startswith("Neutral: Flaketally could not finish (GitHubUnavailable")
@@ -353,7 +353,8 @@ def test_the_comment_says_so_when_the_failures_are_gone(app: App, github: FakeGi
     golden("cleared.comment.md", comment.body)
 
 
-def test_known_flaky_history_is_said_and_the_gate_is_neutral(app: App, github: FakeGitHub) -> None:
+def known_flaky_pull_request(app: App, github: FakeGitHub) -> FakeCheckRun:
+    """test_apply_coupon flaked on main (failed, then passed on attempt 2), then fails once on a pull request."""
     earlier = "0bd1e5d0c5e9d7b1a2f4e6c8d0b2a4c6e8f0a2b4"
     main = github.add_run("acme/widgets", head_sha=earlier, event="push", conclusion="failure")
     github.add_job(main, attempt=1, name="test (3.11)", conclusion="failure")
@@ -365,25 +366,42 @@ def test_known_flaky_history_is_said_and_the_gate_is_neutral(app: App, github: F
     run = pull_request_run(github, junit(test_apply_coupon="fail"))
     app.deliver(run, 1)
     app.work()
-    check = github.check_runs[flaketally_checks(github)[-1]]
+    return github.check_runs[flaketally_checks(github)[-1]]
+
+
+def test_known_flaky_history_is_said_in_the_check_run_and_the_gate_is_neutral(app: App, github: FakeGitHub) -> None:
+    check = known_flaky_pull_request(app, github)
     assert check.conclusion == "neutral"
+    summary, text = check.output["summary"], check.output["text"]
+    assert "failed 2 of 3 runs in the last 7 days and both passed and failed on the same code once" in text
+    assert "| **known flaky** |" in summary  # the vocabulary's word, first in its row
+    assert [a["annotation_level"] for a in check.annotations] == ["notice"]
+    # nothing new for the author (the flake was said when it was found): no comment, the check run says it
+    assert github.comments_on("acme/widgets", PR) == []
+
+
+def test_with_comment_always_a_known_flaky_failure_is_commented_too(app: App, github: FakeGitHub) -> None:
+    github.add_file("acme/widgets", ".github/flaketally.yml", "comment: always\n")
+    known_flaky_pull_request(app, github)
     (comment,) = github.comments_on("acme/widgets", PR)
     assert "failed 2 of 3 runs in the last 7 days and both passed and failed on the same code once" in comment.body
-    assert "| **known flaky** |" in comment.body  # the vocabulary's word, first in its row
-    assert [a["annotation_level"] for a in check.annotations] == ["notice"]
+    assert "| **known flaky** |" in comment.body
     golden("known-flaky.comment.md", comment.body)
 
 
-def test_requested_opens_the_check_run_that_completed_concludes(app: App, github: FakeGitHub) -> None:
+def test_requested_writes_nothing_and_completed_creates_the_check_run_once_complete(
+    app: App, github: FakeGitHub
+) -> None:
     run = pull_request_run(github, junit(test_apply_coupon="pass"))
-    app.deliver(run, 1, action="requested")
+    answer = app.deliver(run, 1, action="requested")
+    assert answer.status_code == 202 and answer.json() == {"ignored": "workflow_run.requested"}
     app.work()
-    (check_id,) = flaketally_checks(github)
-    assert github.check_runs[check_id].status == "in_progress"
+    assert flaketally_checks(github) == []  # an in-progress check run nobody reads costs a write
     app.deliver(run, 1)
     app.work()
-    assert flaketally_checks(github) == [check_id]
-    assert github.check_runs[check_id].conclusion == "success"
+    (check_id,) = flaketally_checks(github)
+    assert (github.check_runs[check_id].status, github.check_runs[check_id].conclusion) == ("completed", "success")
+    assert len(github.calls("create_check_run")) == 1 and github.calls("update_check_run") == []
     assert github.comments_on("acme/widgets", PR) == []  # nothing to say: no comment
 
 
@@ -457,7 +475,9 @@ def test_artifact_name_patterns_choose_what_is_read(app: App, github: FakeGitHub
         dataclasses.replace(app.settings, artifact_patterns=("junit-*",)),
         store=app.store,
         connection=app.redis,
-        port_factory=lambda _s, connection, installation: github.port(installation_id=installation),
+        port_factory=lambda _s, connection, installation, writes: github.port(
+            installation_id=installation, writes=writes
+        ),
     )
     run = pull_request_run(github, junit(test_apply_coupon="fail"))  # "junit-results": read
     e2e = github.add_artifact(run, "e2e-reports", zip_of({"e2e.xml": junit(test_checkout_e2e="fail")}), attempt=1)

@@ -336,6 +336,7 @@ async def test_workflow_run_completed_enqueues_one_job(client: httpx.AsyncClient
                 "run_id": 289782451,
                 "attempt": 2,
                 "default_branch": "main",
+                "head_sha": SHA,
             },
         )
     ]
@@ -363,6 +364,7 @@ async def test_the_official_workflow_run_completed_enqueues_its_run(
         "run_id": 289782451,
         "attempt": 1,
         "default_branch": "master",
+        "head_sha": payload["workflow_run"]["head_sha"],
     }
 
 
@@ -392,23 +394,12 @@ async def test_a_delivery_still_being_enqueued_elsewhere_is_409(client: httpx.As
     assert queued(conn) == []
 
 
-async def test_workflow_run_requested_opens_a_check_run(client: httpx.AsyncClient, conn: redis.Redis) -> None:
+async def test_workflow_run_requested_enqueues_nothing(client: httpx.AsyncClient, conn: redis.Redis) -> None:
+    """Nothing is written to GitHub before an attempt completes (an in-progress check run costs a write of
+    GitHub's budget that nobody reads), so a ``requested`` delivery has no job."""
     answer = await deliver(client, "workflow_run", run_payload("requested", attempt=3))
-    assert answer.json() == {"enqueued": "open-300029405-289782451-3"}
-    assert jobs(conn) == [
-        (
-            "open-300029405-289782451-3",
-            "workers.jobs.open_check_run",
-            {
-                "installation_id": 4242,
-                "repo": "octo-org/octo-repo",
-                "repo_id": 300029405,
-                "head_sha": SHA,
-                "run_id": 289782451,
-                "attempt": 3,
-            },
-        )
-    ]
+    assert (answer.status_code, answer.json()) == (202, {"ignored": "workflow_run.requested"})
+    assert jobs(conn) == []
 
 
 async def test_check_run_rerequested_rejudges(client: httpx.AsyncClient, conn: redis.Redis) -> None:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import redis
 from rq import get_current_job
 
+from bot.github.budget import WriteBudget, Writes
 from bot.github.port import GitHubPort
 from bot.pipeline import attempt as pipeline
 from bot.pipeline.publish import conclude_failed
@@ -29,7 +30,8 @@ from bot.web import metrics
 
 log = logging.getLogger(__name__)
 
-PortFactory = Callable[[Settings, redis.Redis, int], GitHubPort]
+PortFactory = Callable[[Settings, redis.Redis, int, Writes], GitHubPort]
+BudgetFactory = Callable[[redis.Redis, int], Writes]
 # Publishing (check run, PR comments) is serialised per repository, so two workers racing on one
 # commit edit the same comment instead of each posting one.
 PUBLISH_LOCK_SECONDS = 300
@@ -46,6 +48,7 @@ class _Worker:
     redis: redis.Redis
     port: PortFactory
     pid: int
+    budget: BudgetFactory
 
 
 _worker: _Worker | None = None
@@ -57,8 +60,10 @@ def configure(
     store: Store | None = None,
     connection: redis.Redis | None = None,
     port_factory: PortFactory | None = None,
+    budget_factory: BudgetFactory | None = None,
 ) -> None:
-    """Read once per worker process: the settings, the store, Redis, and how to reach GitHub."""
+    """Read once per worker process: the settings, the store, Redis, how to reach GitHub, and how a job
+    holds its installation's write budget."""
     global _worker
     _worker = _Worker(
         settings=settings,
@@ -66,6 +71,7 @@ def configure(
         redis=connection or redis.Redis.from_url(settings.redis_url),
         port=port_factory or github_port,
         pid=os.getpid(),
+        budget=budget_factory or write_budget,
     )
 
 
@@ -98,7 +104,7 @@ def response_metrics(connection: redis.Redis) -> Callable[[int, int | None], Non
     return on_response
 
 
-def github_port(settings: Settings, connection: redis.Redis, installation_id: int) -> GitHubPort:
+def github_port(settings: Settings, connection: redis.Redis, installation_id: int, writes: Writes) -> GitHubPort:
     return GitHubPort(
         app_id=settings.app_id,
         private_key=settings.private_key,
@@ -106,7 +112,14 @@ def github_port(settings: Settings, connection: redis.Redis, installation_id: in
         api_url=settings.api_url,
         redis=connection,
         on_response=response_metrics(connection),
+        writes=writes,
     )
+
+
+def write_budget(connection: redis.Redis, installation_id: int) -> WriteBudget:
+    """The installation's write budget as this job holds it (``bot.github.budget``): shared by every
+    worker through Redis, spent by the port on every content-creating request."""
+    return WriteBudget(connection, installation_id)
 
 
 def _options(settings: Settings) -> Options:
@@ -139,14 +152,22 @@ def _publish_lock(connection: redis.Redis, repo_id: int) -> Iterator[None]:
 
 
 def process_workflow_run(
-    installation_id: int, repo: str, repo_id: int, run_id: int, attempt: int, default_branch: str | None = None
+    installation_id: int,
+    repo: str,
+    repo_id: int,
+    run_id: int,
+    attempt: int,
+    default_branch: str | None = None,
+    head_sha: str | None = None,
 ) -> dict[str, Any]:
-    """``workflow_run`` ``completed``: collect, judge and report one attempt."""
+    """``workflow_run`` ``completed``: collect, judge and report one attempt. ``head_sha``: the commit, as
+    the delivery named it, so that a job that fails for good can say so in a check run on it."""
     worker = _context()
     store, connection = worker.store, worker.redis
 
     def work() -> dict[str, Any]:
-        with worker.port(worker.settings, connection, installation_id) as gh:
+        budget = worker.budget(connection, installation_id)
+        with worker.port(worker.settings, connection, installation_id, budget) as gh:
             try:
                 report = pipeline.process_workflow_run(
                     store,
@@ -159,11 +180,22 @@ def process_workflow_run(
                     options=_options(worker.settings),
                     publish_lock=lambda: _publish_lock(connection, repo_id),
                     default_branch=default_branch,
+                    writes=budget,
                 )
             except Exception as exc:
                 if _final_try():
                     log.exception("job failed for good", extra={"repo": repo, "run_id": run_id, "attempt": attempt})
-                    conclude_failed(store, gh, repo=repo, run_id=run_id, attempt=attempt, reason=_reason(exc))
+                    key = rec.repo_key(store, repo, installation_id, repo_id) if head_sha else None
+                    conclude_failed(
+                        store,
+                        gh,
+                        repo=repo,
+                        run_id=run_id,
+                        attempt=attempt,
+                        reason=_reason(exc),
+                        head_sha=head_sha,
+                        repo_key=key,
+                    )
                 raise
         if report is None:
             return {"skipped": "installation not active"}
@@ -179,25 +211,9 @@ def process_workflow_run(
 def open_check_run(
     installation_id: int, repo: str, repo_id: int, head_sha: str, run_id: int, attempt: int = 1
 ) -> dict[str, Any]:
-    """``workflow_run`` ``requested``: show the check run in progress while the run goes."""
-    worker = _context()
-
-    def work() -> dict[str, Any]:
-        with worker.port(worker.settings, worker.redis, installation_id) as gh:
-            check = pipeline.open_check_run(
-                worker.store,
-                gh,
-                installation_id=installation_id,
-                repo=repo,
-                repo_id=repo_id,
-                head_sha=head_sha,
-                run_id=run_id,
-                attempt=attempt,
-                publish_lock=lambda: _publish_lock(worker.redis, repo_id),
-            )
-        return {"check_run_id": check.check_run_id if check else None}
-
-    return _timed("open_check_run", worker.redis, work)
+    """What ``workflow_run`` ``requested`` enqueued before Flaketally stopped opening a check run in progress
+    (it costs a write of GitHub's budget that nobody reads): such a job, still queued, does nothing."""
+    return {"skipped": "a check run is created when the attempt completes"}
 
 
 def rejudge(
@@ -213,7 +229,8 @@ def rejudge(
     connection = worker.redis
 
     def work() -> dict[str, Any]:
-        with worker.port(worker.settings, connection, installation_id) as gh:
+        budget = worker.budget(connection, installation_id)
+        with worker.port(worker.settings, connection, installation_id, budget) as gh:
             report = pipeline.rejudge(
                 worker.store,
                 gh,
@@ -225,6 +242,7 @@ def rejudge(
                 options=_options(worker.settings),
                 publish_lock=lambda: _publish_lock(connection, repo_id),
                 default_branch=default_branch,
+                writes=budget,
             )
         return {"conclusion": report.gate.conclusion.value if report else None}
 
@@ -246,7 +264,8 @@ def act(
     connection = worker.redis
 
     def work() -> dict[str, Any]:
-        with worker.port(worker.settings, connection, installation_id) as gh:
+        budget = worker.budget(connection, installation_id)
+        with worker.port(worker.settings, connection, installation_id, budget) as gh:
             line = pipeline.act(
                 worker.store,
                 gh,
@@ -260,6 +279,7 @@ def act(
                 options=_options(worker.settings),
                 publish_lock=lambda: _publish_lock(connection, repo_id),
                 default_branch=default_branch,
+                writes=budget,
             )
         return {"done": line}
 
@@ -312,7 +332,8 @@ def post_digest(installation_id: int, week: str) -> dict[str, Any]:
             timeout=DIGEST_LOCK_SECONDS,
             blocking_timeout=DIGEST_LOCK_SECONDS,
         )
-        with lock, worker.port(worker.settings, connection, installation_id) as gh:
+        budget = worker.budget(connection, installation_id)
+        with lock, worker.port(worker.settings, connection, installation_id, budget) as gh:
             done = post(worker.store, gh, installation_id, week, server=web_url(worker.settings.api_url))
         return {"state": done.state.value, "repo": done.repo, "issue": done.issue_number, "line": done.line}
 

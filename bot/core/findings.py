@@ -36,6 +36,9 @@ from bot.core.verdicts import (
 )
 
 DEFAULT_GATE = GatePolicy()
+# The words of a failure that tell nobody anything new: it was failing on the default branch before
+# (broken, regression), it is known flaky, or it is quarantined.
+NOTHING_NEW = frozenset({Word.BROKEN, Word.REGRESSION, Word.KNOWN_FLAKY, Word.QUARANTINED})
 
 __all__ = ["Advice", "CommitReport", "Conclusion", "Finding", "Gate", "GatePolicy", "commit_report", "decide"]
 
@@ -148,6 +151,15 @@ class CommitReport:
     @property
     def has_something_to_say(self) -> bool:
         return bool(self.findings or self.no_longer_flaky or self.unjudged)
+
+    @property
+    def has_news(self) -> bool:
+        """Something nobody has been told yet: a failure other than one already failing on the default
+        branch, known flaky or quarantined (``NOTHING_NEW``), a test no longer flaky, a failure left unjudged,
+        a problem with the reports, a quarantined test due to leave."""
+        if self.problems or self.unjudged or self.no_longer_flaky or self.leaving:
+            return True
+        return any(f.word not in NOTHING_NEW for f in self.findings)
 
 
 _ORDER = {word: n for n, word in enumerate(SHOWN_IN_ORDER)}

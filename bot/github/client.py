@@ -27,6 +27,7 @@ from githubkit.exception import GitHubException, RequestError, RequestFailed
 from githubkit.response import Response
 
 from bot import __version__
+from bot.github.budget import UNLIMITED, Writes
 from bot.github.errors import GitHubError, GitHubUnavailable
 from bot.github.limits import DEFAULT_API_URL, MAX_PAGES
 from bot.github.parsing import page_items
@@ -75,10 +76,11 @@ class Client:
         on_response: Callable[[int, int | None], None] | None = None,
         max_wait: float = 60.0,
         max_retries: int = 5,
-        mutation_interval: float = 1.0,
+        mutation_interval: float = 0.0,
         timeout: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        writes: Writes = UNLIMITED,
     ) -> None:
         cache: BaseCacheStrategy = (
             RedisCacheStrategy(redis, prefix=REDIS_PREFIX) if redis is not None else MemCacheStrategy()
@@ -89,6 +91,7 @@ class Client:
         self._max_wait = max_wait
         self._max_retries = max_retries
         self._mutation_interval = mutation_interval
+        self.writes = writes
         self._sleep = sleep
         self._clock = clock
         self._last_mutation: float | None = None
@@ -157,7 +160,9 @@ class Client:
             ) from None
 
     def mutate(self, request: Callable[[], Response[Any]], budget: Budget) -> Response[Any]:
-        """A content-creating request, at least ``mutation_interval`` after the previous one."""
+        """A content-creating request: one slot of the installation's write budget (``bot.github.budget``),
+        at least ``mutation_interval`` after the previous one."""
+        self.writes.spend()
         if self._last_mutation is not None:
             pause = self._last_mutation + self._mutation_interval - self._clock()
             if pause > 0:

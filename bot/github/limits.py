@@ -31,3 +31,7 @@ MAX_PAGES: Final = 100  # a bound on any listing, so a looping Link header canno
 COMMIT_SHA: Final = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
 REPO_FULL_NAME: Final = re.compile(rf"({_OWNER})/([A-Za-z0-9._-]{{1,100}})")
+
+# GitHub's secondary limits on content-creating requests (POST, PATCH, PUT, DELETE), per installation
+WRITES_PER_MINUTE: Final = 80
+WRITES_PER_HOUR: Final = 500

@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, cast
 
 import httpx
 
+from bot.github.budget import UNLIMITED, Writes
 from bot.github.client import Budget, Client, header_int
 from bot.github.errors import ArtifactGone, ArtifactTooLarge, GitHubError, GitHubUnavailable
 from bot.github.issues import IssueWrites
@@ -76,14 +77,17 @@ class GitHubPort(RepositoryWrites, IssueWrites):
         on_response: Callable[[int, int | None], None] | None = None,
         max_wait: float = 60.0,
         max_retries: int = 5,
-        mutation_interval: float = 1.0,
+        mutation_interval: float = 0.0,
         timeout: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        writes: Writes = UNLIMITED,
     ) -> None:
         """``max_wait``: seconds of retry waits one call may spend before it raises
-        :class:`GitHubUnavailable`. ``mutation_interval``: GitHub asks for a pause of a second between
-        content-creating requests. ``sleep`` and ``clock`` are replaceable for tests."""
+        :class:`GitHubUnavailable`. ``writes``: the installation's write budget (``bot.github.budget``),
+        which every content-creating request spends from; it paces them across all workers, so there is
+        no pause between them here unless ``mutation_interval`` asks for one. ``sleep`` and ``clock`` are
+        replaceable for tests."""
         self._client = Client(
             app_id=app_id,
             private_key=private_key,
@@ -97,7 +101,12 @@ class GitHubPort(RepositoryWrites, IssueWrites):
             timeout=timeout,
             sleep=sleep,
             clock=clock,
+            writes=writes,
         )
+
+    @property
+    def writes(self) -> Writes:
+        return self._client.writes
 
     def __enter__(self) -> GitHubPort:
         self._client.__enter__()

@@ -2,10 +2,11 @@
 
 ``process_workflow_run`` is the whole pipeline for one finished attempt, in the order it runs: begin
 (is the installation active, which repository), its configuration (``bot.pipeline.config``), the run and
-its pull requests, the check run opened, collect (``bot.pipeline.collect``), then under the repository's
-publish lock assess (``bot.pipeline.assess``), an automatic rerun when the repository wants one
-(``bot.pipeline.rerun``) and publish (``bot.pipeline.publish``). GitHub is reached only through the
-``Port``, the store only through ``bot.store``. Everything is idempotent: processing an attempt again
+its pull requests, collect (``bot.pipeline.collect``), then under the repository's publish lock assess
+(``bot.pipeline.assess``), an automatic rerun when the repository wants one (``bot.pipeline.rerun``) and
+publish (``bot.pipeline.publish``), within the installation's write budget (``answer``). Nothing is written
+to GitHub before the attempt's answer is known: its check run is created once, complete. GitHub is reached
+only through the ``Port``, the store only through ``bot.store``. Everything is idempotent: processing an attempt again
 stores nothing twice and edits the same check run and the same comment.
 """
 
@@ -13,12 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 
 from bot.core.findings import CommitReport
 from bot.core.verdicts import parse_optional_time
+from bot.github.budget import UNLIMITED, Writes
 from bot.github.errors import GitHubError
 from bot.github.models import RunAttempt
 from bot.pipeline import actions
@@ -26,9 +28,9 @@ from bot.pipeline.assess import assess
 from bot.pipeline.collect import collect_commit, run_record
 from bot.pipeline.config import configure
 from bot.pipeline.port import Port
-from bot.pipeline.publish import ensure_check_run, publish
+from bot.pipeline.publish import plan_publication, publish
 from bot.pipeline.quarantine import due_to_leave, propose, removing
-from bot.pipeline.rerun import consider_rerun
+from bot.pipeline.rerun import claim_rerun, request_rerun
 from bot.pipeline.scope import Options, Scope
 from bot.store import Store, repository
 from bot.store import records as rec
@@ -69,9 +71,11 @@ def process_workflow_run(
     now: datetime | None = None,
     publish_lock: PublishLock = _no_lock,
     default_branch: str | None = None,
+    writes: Writes = UNLIMITED,
 ) -> CommitReport | None:
     """``workflow_run`` ``completed``: collect, judge and report one attempt. ``default_branch``: the
-    repository's, as the delivery named it (kept for later deliveries that do not)."""
+    repository's, as the delivery named it (kept for later deliveries that do not); ``writes``: the
+    installation's write budget (``bot.github.budget``), which the port spends from too."""
     scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id, options=options)
     if scope is None:
         return None
@@ -81,16 +85,58 @@ def process_workflow_run(
     run = gh.get_run_attempt(repo, run_id, attempt)
     pulls = list(run.pull_requests) or gh.pulls_for_commit(repo, run.head_sha)
     rec.record_run(store, scope.repo_key, run_record(run, pulls))
-    with publish_lock():  # two workers on one attempt open one check run between them
-        check = ensure_check_run(scope, run.head_sha, run_id, attempt)
     collect_commit(scope, run, pulls)
-    with publish_lock():
-        when = now or parse_optional_time(run.updated_at) or datetime.now(UTC)
-        report = assess(scope, run.head_sha, when, base_commits=run.base_shas)
-        report = let_out(scope, report, run)
-        consider_rerun(scope, run, report, now or datetime.now(UTC))
-        publish(scope, report, run, check, pulls)
-    return report
+    return answer(scope, run, pulls, now=now, publish_lock=publish_lock, writes=writes)
+
+
+def answer(
+    scope: Scope,
+    run: RunAttempt,
+    pulls: Sequence[int],
+    *,
+    now: datetime | None,
+    publish_lock: PublishLock,
+    writes: Writes,
+) -> CommitReport:
+    """Judge the commit and publish what a person will read, within the installation's write budget.
+
+    Under the repository's publish lock: assess, decide an automatic rerun, plan the writes, and send them
+    if the budget holds room for all of them now. When it does not, the lock is let go, the budget waited
+    for (in line with the installation's other writers), and everything is judged and planned again under
+    the lock: what is sent is always the newest judgement, and nobody waits while holding the lock."""
+    rerun_due: bool | None = None  # decided once, the first time round
+    try:
+        while True:
+            with publish_lock():
+                when = now or parse_optional_time(run.updated_at) or datetime.now(UTC)
+                report = assess(scope, run.head_sha, when, base_commits=run.base_shas)
+                if proposal_due(scope, run) and not writes.ensure(PROPOSAL_REQUESTS, wait=False):
+                    need = PROPOSAL_REQUESTS
+                else:
+                    report = let_out(scope, report, run)
+                    if rerun_due is None:
+                        rerun_due = claim_rerun(scope, run, report, now or datetime.now(UTC))
+                    planned = [] if rerun_due else plan_publication(scope, report, run, pulls)
+                    need = 1 if rerun_due else sum(w.requests for w in planned)
+                    if writes.ensure(need, wait=False):
+                        if not rerun_due:
+                            publish(planned, scope, report)
+                            return report
+                        request_rerun(scope, run)  # then plan again: the attempt is superseded, or was refused
+                        rerun_due = False
+                        continue
+            writes.ensure(need, wait=True)
+    finally:
+        writes.release()  # what was taken and not sent goes back to the installation
+
+
+PROPOSAL_REQUESTS = 3  # at most: the branch pointed, the file written, the pull request opened or updated
+
+
+def proposal_due(scope: Scope, run: RunAttempt) -> bool:
+    """Whether ``let_out`` may open or update the pull request that lets quarantined tests out."""
+    branch = repository.default_branch(scope.store, scope.repo_key)
+    return bool(branch and run.event == "push" and run.head_branch == branch and due_to_leave(scope))
 
 
 def let_out(scope: Scope, report: CommitReport, run: RunAttempt) -> CommitReport:
@@ -111,26 +157,6 @@ def let_out(scope: Scope, report: CommitReport, run: RunAttempt) -> CommitReport
     return dataclasses.replace(report, leaving=shown, leaving_note=note)
 
 
-def open_check_run(
-    store: Store,
-    gh: Port,
-    *,
-    installation_id: int,
-    repo: str,
-    repo_id: int,
-    head_sha: str,
-    run_id: int,
-    attempt: int,
-    publish_lock: PublishLock = _no_lock,
-) -> rec.CheckRunRecord | None:
-    """``workflow_run`` ``requested``: the attempt's check run, in progress, before any result is in."""
-    scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id)
-    if scope is None:
-        return None
-    with publish_lock():
-        return ensure_check_run(scope, head_sha, run_id, attempt)
-
-
 def rejudge(
     store: Store,
     gh: Port,
@@ -143,6 +169,7 @@ def rejudge(
     options: Options | None = None,
     publish_lock: PublishLock = _no_lock,
     default_branch: str | None = None,
+    writes: Writes = UNLIMITED,
 ) -> CommitReport | None:
     """``check_run`` ``rerequested``: process the attempt that check run belongs to again."""
     scope = begin(store, gh, installation_id=installation_id, repo=repo, repo_id=repo_id, options=options)
@@ -164,6 +191,7 @@ def rejudge(
         options=options,
         publish_lock=publish_lock,
         default_branch=default_branch,
+        writes=writes,
     )
 
 
@@ -182,6 +210,7 @@ def act(
     now: datetime | None = None,
     publish_lock: PublishLock = _no_lock,
     default_branch: str | None = None,
+    writes: Writes = UNLIMITED,
 ) -> str | None:
     """``check_run`` ``requested_action``: do what the button asks (``bot.pipeline.actions``), once per check
     run and button, then publish the attempt's check run again, which shows the line saying what was done.
@@ -233,5 +262,6 @@ def act(
         now=now,
         publish_lock=publish_lock,
         default_branch=default_branch,
+        writes=writes,
     )
     return line

@@ -23,11 +23,12 @@ from bot.store import repository
 log = logging.getLogger(__name__)
 
 
-def consider_rerun(scope: Scope, run: RunAttempt, report: CommitReport, now: datetime) -> None:
-    """Decide whether to ask GitHub to re-run this attempt's failed jobs, once per run, and ask."""
+def claim_rerun(scope: Scope, run: RunAttempt, report: CommitReport, now: datetime) -> bool:
+    """Decide whether to ask GitHub to re-run this attempt's failed jobs, once per run, and keep the
+    decision; True when this call decided to ask (then ``request_rerun`` sends the request)."""
     settings = scope.options.settings
     if settings.rerun is not RerunMode.FAILED_JOBS or run.run_attempt != 1:
-        return
+        return False
     store, key = scope.store, scope.repo_key
     latest = max((r.attempt for r in rec.runs_for_sha(store, key, run.head_sha) if r.run_id == run.id), default=1)
     facts = RerunFacts(
@@ -43,11 +44,15 @@ def consider_rerun(scope: Scope, run: RunAttempt, report: CommitReport, now: dat
     )
     decision = decide_rerun(facts)
     if decision is None:
-        return
-    if not repository.claim_rerun(store, key, run.id, run.head_sha, run.run_attempt, decision.rerun, decision.line):
-        return  # decided before: by an earlier delivery, or by another worker a moment ago
-    if not decision.rerun:
-        return
+        return False
+    # False when decided before: by an earlier delivery, or by another worker a moment ago
+    claimed = repository.claim_rerun(store, key, run.id, run.head_sha, run.run_attempt, decision.rerun, decision.line)
+    return claimed and decision.rerun
+
+
+def request_rerun(scope: Scope, run: RunAttempt) -> None:
+    """Ask GitHub to re-run the failed jobs of the run; a refusal is kept as the decision's line."""
+    store, key = scope.store, scope.repo_key
     try:
         scope.gh.rerun_failed_jobs(scope.repo, run.id)
     except (GitHubError, GitHubUnavailable) as exc:

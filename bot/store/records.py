@@ -308,11 +308,21 @@ def comment_of(store: Store, repo_key: int, pr_number: int) -> int | None:
     )
 
 
-def remember_comment(store: Store, repo_key: int, pr_number: int, comment_id: int) -> None:
+def comment_digest_of(store: Store, repo_key: int, pr_number: int) -> str | None:
+    """The digest of what the pull request's comment was last sent saying (None when not known)."""
+    where = sa.and_(comments.c.repo_id == repo_key, comments.c.pr_number == pr_number)
+    with store.engine.connect() as conn:
+        found = conn.execute(sa.select(comments.c.body_digest).where(where)).scalar()
+    return str(found) if found is not None else None
+
+
+def remember_comment(
+    store: Store, repo_key: int, pr_number: int, comment_id: int, body_digest: str | None = None
+) -> None:
     _upsert(
         store,
         comments,
-        {"repo_id": repo_key, "pr_number": pr_number, "comment_id": comment_id},
+        {"repo_id": repo_key, "pr_number": pr_number, "comment_id": comment_id, "body_digest": body_digest},
         ["repo_id", "pr_number"],
     )
 

@@ -159,6 +159,7 @@ comments = Table(
     Column("repo_id", Integer, ForeignKey("repos.id"), primary_key=True),
     Column("pr_number", Integer, primary_key=True),
     Column("comment_id", BigInteger, nullable=False),
+    Column("body_digest", String(64), nullable=True),  # what it says (SHA-256 of the body), when known
 )
 
 known_flaky = Table(

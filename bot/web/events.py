@@ -101,21 +101,9 @@ def _run_completed(p: Mapping[str, Any], installation_id: int, delivery: str) ->
         "run_id": run_id,
         "attempt": attempt,
         "default_branch": _branch(p),
+        "head_sha": _str(p, "workflow_run.head_sha", COMMIT_SHA),
     }
     return f"run-{repo_id}-{run_id}-{attempt}", args
-
-
-def _run_requested(p: Mapping[str, Any], installation_id: int, delivery: str) -> JobSpec:
-    repo_id, run_id, attempt = _int(p, "repository.id"), _int(p, "workflow_run.id"), _int(p, "workflow_run.run_attempt")
-    args: dict[str, object] = {
-        "installation_id": installation_id,
-        "repo": _str(p, "repository.full_name", _FULL_NAME),
-        "repo_id": repo_id,
-        "head_sha": _str(p, "workflow_run.head_sha", COMMIT_SHA),
-        "run_id": run_id,
-        "attempt": attempt,
-    }
-    return f"open-{repo_id}-{run_id}-{attempt}", args
 
 
 def _check_rerequested(p: Mapping[str, Any], installation_id: int, delivery: str) -> JobSpec:
@@ -201,10 +189,10 @@ class JobRoute:
 
 _INSTALLATION = JobRoute("workers.jobs.record_installation", 120, _installation)
 _INSTALLATION_REPOSITORIES = JobRoute("workers.jobs.record_installation", 120, _installation_repositories)
-# (event, action) -> job. Anything not here is answered 202 and ignored.
+# (event, action) -> job. Anything not here is answered 202 and ignored: ``workflow_run`` ``requested`` among
+# them, since nothing is written to GitHub before an attempt's answer is known (GitHub's write budget).
 ROUTES: Mapping[tuple[str, str], JobRoute] = {
     ("workflow_run", "completed"): JobRoute("workers.jobs.process_workflow_run", 900, _run_completed),
-    ("workflow_run", "requested"): JobRoute("workers.jobs.open_check_run", 120, _run_requested),
     ("check_run", "rerequested"): JobRoute("workers.jobs.rejudge", 600, _check_rerequested),
     ("check_run", "requested_action"): JobRoute("workers.jobs.act", 600, _check_action),
     ("installation", "created"): _INSTALLATION,
