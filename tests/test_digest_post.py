@@ -223,7 +223,9 @@ def test_digest_post_from_the_command_line(
         "REDIS_URL": app.settings.redis_url,
     }.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(jobs, "github_port", lambda _s, _c, installation: github.port(installation_id=installation))
+    monkeypatch.setattr(
+        jobs, "github_port", lambda _s, _c, installation, writes: github.port(installation_id=installation, writes=writes)
+    )
     assert main(["digest", "--installation", "77", "--week", WEEK, "--post"]) == 0
     (posted,) = digest_issues(github, "acme/.github")
     assert capsys.readouterr().out == f"flaketally: the digest of acme for {WEEK} is acme/.github#{posted.number}\n"
