@@ -224,7 +224,9 @@ def test_digest_post_from_the_command_line(
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(
-        jobs, "github_port", lambda _s, _c, installation, writes: github.port(installation_id=installation, writes=writes)
+        jobs,
+        "github_port",
+        lambda _s, _c, installation, writes: github.port(installation_id=installation, writes=writes),
     )
     assert main(["digest", "--installation", "77", "--week", WEEK, "--post"]) == 0
     (posted,) = digest_issues(github, "acme/.github")
