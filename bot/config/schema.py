@@ -173,7 +173,8 @@ class Config(_Section):
     rerun_limits: RerunLimits = Field(default_factory=RerunLimits, description="When an automatic rerun is asked.")
     comment: CommentMode = Field(
         CommentMode.ON_FAILURE,
-        description="`on-failure`: comment when a test failed (and edit it when they are gone); `always`: on "
+        description="`on-failure`: comment when a failure is news to the author (not already failing on the default "
+        "branch, known flaky or quarantined: the check run says those), then keep it true; `always`: on "
         "every pull request run; `off`: never (the check run still says everything).",
     )
     single_fail: SingleFail = Field(
