@@ -143,7 +143,6 @@ class WriteBudget:
         self._clock, self._sleep = clock, sleep
         self._script = redis.register_script(_TAKE)
         self._held: list[str] = []  # members of the log taken and not spent yet
-        self.waited = 0.0  # seconds this budget's holder spent waiting, for the metrics
 
     @property
     def held(self) -> int:
@@ -188,7 +187,6 @@ class WriteBudget:
             answer = float(self._script(keys=self._keys, args=self._args(n, ticket, prefix)))
             if answer == 0:
                 self._held.extend(f"{prefix}:{i}" for i in range(1, n + 1))
-                self.waited += self._clock() - started
                 return True
             if not wait:
                 return False

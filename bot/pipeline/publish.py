@@ -24,6 +24,8 @@ from bot.store import records as rec
 
 log = logging.getLogger(__name__)
 
+Rerun = tuple[int, int, bool, str]  # a rerun decision: run id, the attempt it followed, requested, its line
+
 
 @dataclass(frozen=True, slots=True)
 class Write:
@@ -49,8 +51,9 @@ def plan_publication(scope: Scope, report: CommitReport, run: RunAttempt, pull_r
       then written whenever its text changes; never for a superseded attempt.
     """
     runs = rec.runs_for_sha(scope.store, scope.repo_key, report.head_sha)
-    shown = Shown(links_of(scope, runs), rerun_lines(scope, report.head_sha, runs))
-    later = superseded(scope, run, runs)
+    reruns = repository.reruns_of_commit(scope.store, scope.repo_key, report.head_sha)
+    shown = Shown(links_of(scope, runs), rerun_lines(runs, reruns))
+    later = superseded(run, runs, reruns)
     answer = not later and needs_answer(scope, report, run)
     writes = _check_writes(scope, report, run, runs, shown, create=answer)
     if later or scope.options.settings.comment is CommentMode.OFF:
@@ -58,13 +61,13 @@ def plan_publication(scope: Scope, report: CommitReport, run: RunAttempt, pull_r
     return writes + [w for number in pull_requests if (w := _comment_write(scope, report, number, shown))]
 
 
-def superseded(scope: Scope, run: RunAttempt, runs: Sequence[rec.RunRecord]) -> bool:
-    """Whether a later attempt of this run answers instead: it is stored, or Flaketally asked GitHub for it."""
+def superseded(run: RunAttempt, runs: Sequence[rec.RunRecord], reruns: Sequence[Rerun]) -> bool:
+    """Whether a later attempt of this run answers instead: it is stored among the commit's ``runs``, or
+    Flaketally asked GitHub for it (``reruns``: the commit's rerun decisions)."""
     if any(r.run_id == run.id and r.attempt > run.run_attempt for r in runs):
         return True
     return any(
-        run_id == run.id and attempt == run.run_attempt and requested
-        for run_id, attempt, requested, _ in repository.reruns_of_commit(scope.store, scope.repo_key, run.head_sha)
+        run_id == run.id and attempt == run.run_attempt and requested for run_id, attempt, requested, _ in reruns
     )
 
 
@@ -177,12 +180,11 @@ def links_of(scope: Scope, runs: Sequence[rec.RunRecord]) -> Links:
     return Links(repo_url, {r.run_id: (r.run_number, r.html_url) for r in runs}, jobs)
 
 
-def rerun_lines(scope: Scope, head_sha: str, runs: Sequence[rec.RunRecord]) -> tuple[str, ...]:
+def rerun_lines(runs: Sequence[rec.RunRecord], reruns: Sequence[Rerun]) -> tuple[str, ...]:
     """The rerun decisions of the commit, one line each, naming the run as people know it."""
     numbers = {r.run_id: r.run_number for r in runs}
     return tuple(
-        f"{line} (run #{numbers.get(run_id) or run_id}, after attempt {attempt})"
-        for run_id, attempt, _, line in repository.reruns_of_commit(scope.store, scope.repo_key, head_sha)
+        f"{line} (run #{numbers.get(run_id) or run_id}, after attempt {attempt})" for run_id, attempt, _, line in reruns
     )
 
 
