@@ -888,3 +888,40 @@ def test_a_real_report_per_runner(runner: str) -> None:
     for result in report.results:
         assert all(a.message == "" for a in result.attempts if not a.outcome.is_failure)
         assert result.file is None and result.line is None and result.project is None
+
+
+# --- the lean form: single passes left as tuples -------------------------------------------------------------
+
+
+def _every_fixture_report() -> list[bytes]:
+    return [path.read_bytes() for path in sorted(FIXTURES.rglob("*.xml"))]
+
+
+def test_a_lean_read_holds_the_same_results_as_a_full_one() -> None:
+    """``parse(lean=True)`` (what ``analyze`` reads with) says what ``parse`` says, for every fixture: the
+    single passes as tuples, the rest as the same TestResults."""
+    compared = passes = 0
+    for data in _every_fixture_report():
+        try:
+            full = parse(io.BytesIO(data))
+        except ReportRefused:
+            with pytest.raises(ReportRefused):
+                parse(io.BytesIO(data), lean=True)
+            continue
+        lean = parse(io.BytesIO(data), lean=True)
+        assert full.passes == []
+        by_id = {r.id: r for r in full.results}
+        assert len(lean.passes) + len(lean.results) == len(full.results)
+        for test, classname, name, file, line, project, seconds in lean.passes:
+            assert by_id[test] == Result(classname, name, (Attempt(P, seconds),), file, line, project)
+        for result in lean.results:
+            assert by_id[result.id] == result and by_id[result.id].details == result.details
+        assert (lean.digest, lean.collisions, lean.commit, lean.size) == (
+            full.digest,
+            full.collisions,
+            full.commit,
+            full.size,
+        )
+        compared += 1
+        passes += len(lean.passes)
+    assert compared > 100 and passes > 1000  # the fixtures hold every runner's reports, mostly passes

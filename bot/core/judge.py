@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bot.core.cost import Cost, Rates, cost_of
 from bot.core.identity import ExecutionContext
-from bot.core.observations import TestHistory, any_failed
+from bot.core.observations import TestHistory, any_failed, commits_of
 from bot.core.verdicts import (
     DEFAULT_THRESHOLDS,
     CommitJudgement,
@@ -51,7 +51,7 @@ def judge(
     observations = history.observations
     if not any_failed(observations):
         commits: tuple[CommitJudgement, ...] = ()
-        seen = len({o.commit for o in observations})
+        seen = len(commits_of(observations))
     else:
         groups = by_commit(observations)
         seen = len(groups)

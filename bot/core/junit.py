@@ -138,12 +138,14 @@ class _Handler:
         self.root: str | None = None
         self.playwright = False
         self.pytest = False
-        self.entries: list[Entry] = []
+        self.entries: list[Entry | runners.Plain] = []
         self.suites: list[tuple[str, str]] = []  # (name, hostname) of each open <testsuite>
         self.suite: tuple[str, str] = _NO_SUITE  # the innermost open one
         self.suite_names: set[str] = set()
         self.unnamed = 0
-        self.entry: Entry | None = None
+        self.case: dict[str, str] | None = None  # the attributes of the open <testcase>
+        self.case_suite: tuple[str, str] = _NO_SUITE
+        self.entry: Entry | None = None  # the open testcase's Entry, once it needs one
         self.child: _Child | None = None
         self.run = _RunFields()
 
@@ -161,17 +163,21 @@ class _Handler:
         if self.depth > MAX_DEPTH:
             raise ReportRefused(f"elements nested deeper than {MAX_DEPTH}")
         if tag == "testcase":
-            self._start_case(attrs)
+            if len(self.entries) >= MAX_TESTCASES:
+                raise ReportRefused(f"more than {MAX_TESTCASES} testcases")
+            # Its attributes are read when it ends: most testcases have no child, and need no Entry.
+            self.case = attrs
+            self.case_suite = self.suite
+            self.entry = None
             return
         if self.root is None:
             if tag not in ("testsuites", "testsuite"):
                 raise ReportRefused(f"not a JUnit report (root element <{bounded(tag, 40)}>)")
             self.root = tag
             self.playwright = runners.is_playwright_root(tag, attrs)
-        entry = self.entry
-        if entry is not None:
+        if self.case is not None:
             if self.child is None and tag in _CAPTURED:
-                self._start_child(entry, tag, attrs)
+                self._start_child(self.entry or self._open_entry(), tag, attrs)
         elif tag == "testsuite":
             self._start_suite(attrs)
         elif tag == "properties":
@@ -187,10 +193,10 @@ class _Handler:
             self.pytest = True
         self.run.suite(attrs)
 
-    def _start_case(self, attrs: dict[str, str]) -> None:
-        if len(self.entries) >= MAX_TESTCASES:
-            raise ReportRefused(f"more than {MAX_TESTCASES} testcases")
-        get = attrs.get
+    def _open_entry(self) -> Entry:
+        """The open testcase as an Entry, made when it turns out to need one (a child, a status, no name)."""
+        assert self.case is not None
+        get = self.case.get
         classname = get("classname", "")
         if len(classname) > MAX_NAME:
             classname = bounded(classname, MAX_NAME)
@@ -205,20 +211,36 @@ class _Handler:
             file = bounded(file, MAX_NAME)
         line = get("line")
         time = get("time")
-        suite, hostname = self.suite
-        entry = Entry(
-            classname,
-            name,
-            file,
-            _int(line) if line is not None else None,
-            _float(time) if time else 0.0,
-            suite,
-            hostname,
-        )
+        suite, hostname = self.case_suite
+        entry = Entry(classname, name, file, _int(line) if line is not None else None, _float(time), suite, hostname)
         status = get("status")
         if status and status.strip().lower() in _NOT_RUN:
             entry.final = Outcome.SKIPPED
         self.entry = entry
+        return entry
+
+    def _end_case(self, case: dict[str, str]) -> Entry | runners.Plain:
+        """The testcase just closed: a plain pass as a tuple when it is one, else its Entry."""
+        entry = self.entry
+        if entry is not None:
+            return entry
+        get = case.get
+        name = get("name")
+        classname = get("classname", "")
+        file = get("file") or None
+        if (
+            not name
+            or name.isspace()
+            or "status" in case
+            or len(name) > MAX_NAME
+            or len(classname) > MAX_NAME
+            or (file is not None and len(file) > MAX_NAME)
+        ):
+            return self._open_entry()
+        line = get("line")
+        time = get("time")
+        suite, hostname = self.case_suite
+        return (classname, name, file, _int(line) if line is not None else None, _float(time), suite, hostname)
 
     def _start_child(self, entry: Entry, tag: str, attrs: dict[str, str]) -> None:
         message = attrs.get("message", "")
@@ -247,14 +269,15 @@ class _Handler:
 
     def end(self, tag: str) -> None:
         self.depth -= 1
-        entry = self.entry
-        if entry is not None:
+        case = self.case
+        if case is not None:
             if tag == "testcase":
-                self.entries.append(entry)
-                self.entry = None
+                self.entries.append(self._end_case(case))
+                self.case = self.entry = None
             elif self.child is not None and tag == self.child.tag:
                 self.parser.CharacterDataHandler = None
-                self._end_child(entry, self.child)
+                assert self.entry is not None
+                self._end_child(self.entry, self.child)
                 self.child = None
         elif tag == "testsuite" and self.suites:
             self.suites.pop()
@@ -322,8 +345,10 @@ def _defused_expat() -> Any:
     return parser
 
 
-def parse(stream: IO[bytes]) -> Report:
-    """Read one JUnit report from a binary stream; raise ReportRefused when it cannot be used."""
+def parse(stream: IO[bytes], *, lean: bool = False) -> Report:
+    """Read one JUnit report from a binary stream; raise ReportRefused when it cannot be used. With ``lean``
+    a test that passed at its one attempt is left a tuple in ``Report.passes`` (``bot.core.results.Passed``)
+    instead of a TestResult in ``results``."""
     parser = _defused_expat()
     handler = _Handler(parser)
     parser.StartElementHandler = handler.start
@@ -342,7 +367,7 @@ def parse(stream: IO[bytes]) -> Report:
         if not size:
             raise ReportRefused("empty: no XML element")
         parser.Parse(b"", True)
-        results, collisions = runners.merge(handler.entries, handler.dialect())
+        results, passes, collisions = runners.merge(handler.entries, handler.dialect(), lean=lean)
     except DefusedXmlException as exc:
         reason = f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)"
         raise ReportRefused(reason) from None
@@ -355,4 +380,6 @@ def parse(stream: IO[bytes]) -> Report:
             gc.enable()
     if handler.root is None:
         raise ReportRefused("empty: no XML element")
-    return handler.run.report(digest.hexdigest(), results, collisions, size)
+    report = handler.run.report(digest.hexdigest(), results, collisions, size)
+    report.passes = passes
+    return report

@@ -3,6 +3,7 @@ order the reports ran. The store builds these; everything in ``bot.core`` that j
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -42,9 +43,22 @@ class Observation(NamedTuple):
         return has_failure(self.outcomes)
 
 
+_OUTCOMES = operator.itemgetter(5)  # Observation.outcomes, read in C on the hot path of ``analyze``
+_COMMIT = operator.itemgetter(1)
+
+
+def letters_of(observations: Iterable[Observation]) -> str:
+    """Every attempt's outcome letter, in order."""
+    return "".join(map(_OUTCOMES, observations))
+
+
 def any_failed(observations: Iterable[Observation]) -> bool:
-    # has_failure written out: this runs once per test of a history, on the hot path of ``analyze``
-    return any(FAILED in o.outcomes or ERROR in o.outcomes for o in observations)
+    letters = letters_of(observations)
+    return FAILED in letters or ERROR in letters
+
+
+def commits_of(observations: Iterable[Observation]) -> set[str]:
+    return set(map(_COMMIT, observations))
 
 
 @dataclass(slots=True)

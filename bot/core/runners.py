@@ -42,8 +42,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from bot.core.identity import MAX_NAME, bounded
-from bot.core.results import Attempt, Collision, Outcome, TestResult, first_line
+from bot.core.identity import MAX_NAME, bounded, test_id
+from bot.core.results import Attempt, Collision, Outcome, Passed, TestResult, first_line
 
 FINAL = {"failure": Outcome.FAILED, "error": Outcome.ERROR}
 FLAKY = {"flakyFailure": Outcome.FAILED, "flakyError": Outcome.ERROR}
@@ -179,40 +179,81 @@ class Entry:
 
 
 _Name = tuple[str, str, str | None, str | None]  # classname, name, file, project
+# A testcase with no child, no status and a usable name, as the reader leaves it (no Entry made):
+# classname, name, file, line, time, suite, suite hostname. It passed, once.
+Plain = tuple[str, str, str | None, int | None, float, str, str]
 
 
-def merge(entries: Iterable[Entry], dialect: Dialect) -> tuple[list[TestResult], list[Collision]]:
+_Key = tuple[str, str, str | None, str | None, str]  # classname, name, file, project, suite
+
+
+def merge(
+    entries: Iterable[Entry | Plain], dialect: Dialect, *, lean: bool = False
+) -> tuple[list[TestResult], list[Passed], list[Collision]]:
     """One result per test: entries repeated in one suite are the attempts of one test where the runner
-    writes retries that way; otherwise they are a name collision, left out of the results."""
-    groups: dict[tuple[str, str, str | None, str | None, str], list[Entry]] = {}
+    writes retries that way; otherwise they are a name collision, left out of the results. With ``lean``,
+    a test that passed at its one attempt is left a ``Passed`` tuple (in the second list)."""
+    first: dict[_Key, Entry | Plain] = {}
+    repeated: dict[_Key, list[Entry | Plain]] = {}  # the few names written more than once, in order
+    playwright = dialect.playwright
     for entry in entries:
-        project = (entry.suite_hostname or None) if dialect.playwright else None
-        full = (entry.classname, entry.name, entry.file, project, entry.suite)
-        group = groups.get(full)
-        if group is None:
-            groups[full] = [entry]
+        key: _Key
+        if isinstance(entry, Entry):
+            key = (entry.classname, entry.name, entry.file, None, entry.suite)
+            hostname = entry.suite_hostname
         else:
-            group.append(entry)
-    several_suites = set() if dialect.one_suite else _in_several_suites(groups)
+            key = (entry[0], entry[1], entry[2], None, entry[5])
+            hostname = entry[6]
+        if playwright and hostname:
+            key = (key[0], key[1], key[2], hostname, key[4])
+        found = first.setdefault(key, entry)
+        if found is not entry:
+            repeated.setdefault(key, [found]).append(entry)
+    several_suites = set() if dialect.one_suite else _in_several_suites(first)
     results = []
+    passed: list[Passed] = []
     collisions = []
     taken: set[str] = set()
-    for (classname, name, file, project, suite), group in groups.items():
-        entry = group[-1]
-        if len(group) == 1:
+    shift = 1 if dialect.pytest else 0  # pytest's xunit1 writes 0-based lines
+    passes: dict[float, tuple[Attempt, ...]] = {}  # one pass's attempts, shared: most durations repeat
+    for key, last in first.items():
+        classname, name, file, project, suite = key
+        if not isinstance(last, Entry) and not several_suites and key not in repeated:  # most: one pass
+            line, time = last[3], last[4]
+            if line is not None:
+                line += shift
+            if lean:
+                test = test_id(classname, name, file, project)
+                if test not in taken:
+                    taken.add(test)
+                    passed.append((test, classname, name, file, line, project, time))
+                    continue
+            else:
+                attempts = passes.get(time)
+                if attempts is None:
+                    attempts = passes[time] = (Attempt(Outcome.PASSED, time),)
+                result = TestResult(classname, name, attempts, file, line, project)
+                if result.id not in taken:
+                    taken.add(result.id)
+                    results.append(result)
+                    continue
+        group = repeated.get(key) or [last]
+        read = [one if isinstance(one, Entry) else Entry(*one) for one in group]
+        entry = read[-1]
+        if len(read) == 1:
             attempts = (Attempt(entry.final, entry.time),) if entry.plain else tuple(entry.attempts())
-        elif is_retry_sequence(group, dialect):
-            attempts = tuple(_repeated(group, dialect))
+        elif is_retry_sequence(read, dialect):
+            attempts = tuple(_repeated(read, dialect))
         else:
-            failed = sum(1 for one in group if any(a.outcome.is_failure for a in one.attempts()))
+            failed = sum(1 for one in read if any(a.outcome.is_failure for a in one.attempts()))
             collisions.append(Collision(classname, name, file, project, suite, len(group), failed))
             continue
         line = entry.line
-        if dialect.pytest and line is not None:
-            line += 1  # pytest's xunit1 writes 0-based lines
+        if line is not None:
+            line += shift
         if several_suites and (classname, name, file, project) in several_suites:  # several tests
             classname = bounded("::".join(p for p in (suite, classname) if p), MAX_NAME)
-        details = next((one.details for one in group if one.details), "")
+        details = next((one.details for one in read if one.details), "")
         result = TestResult(classname, name, attempts, file, line, project, details)
         if result.id in taken:  # ids must be unique in a report; a contrived one may clash
             for n in itertools.count(2):
@@ -221,7 +262,7 @@ def merge(entries: Iterable[Entry], dialect: Dialect) -> tuple[list[TestResult],
                     break
         taken.add(result.id)
         results.append(result)
-    return results, collisions
+    return results, passed, collisions
 
 
 def _in_several_suites(groups: Iterable[tuple[str, str, str | None, str | None, str]]) -> set[_Name]:

@@ -7,7 +7,7 @@ Without a store the reports are held in memory (``bot.local.memory``) and read b
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ from bot.core.observations import TestHistory
 from bot.core.verdicts import CommitVerdict
 from bot.local.files import report_files
 from bot.local.memory import MemoryHistory
-from bot.local.reader import Progress, Read, read_all, read_and_store
+from bot.local.reader import Progress, Read, read_all, read_all_into_memory
 
 if TYPE_CHECKING:
     from bot.store import Store
@@ -54,8 +54,8 @@ def analyze_files(
     history: Callable[[set[str]], list[TestHistory]]
     if store is None:
         memory = MemoryHistory()
-        reads = (read_and_store(memory, path, repo) for path in _announced(files, progress))
-        history = memory.history
+        reads = read_all_into_memory(memory, files, repo, progress)
+        history = lambda _: memory.history()  # noqa: E731 - what was read is all it holds
     else:
         reads = read_all(store, files, repo, progress)
         # no file given: every test the store keeps for the repository
@@ -69,10 +69,3 @@ def analyze_files(
         seen |= read.ids
     result.tests = [judge(h, policy, result.rates) for h in history(seen)]
     return result
-
-
-def _announced(files: Sequence[Path], progress: Progress | None) -> Iterator[Path]:
-    for index, path in enumerate(files, 1):
-        if progress:
-            progress(index, len(files), str(path))
-        yield path
