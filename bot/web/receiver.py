@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 from redis import RedisError
+from redis.client import Pipeline
 from rq import Queue, Retry
 from rq.exceptions import DuplicateJobError
 from starlette.datastructures import Headers
@@ -68,11 +69,25 @@ class Answer:
     event: str = "unverified"
     action: str = ""
     delivery_id: str = ""
+    # writes an enqueue left to send with the delivery's count, in one round trip (see ``_enqueue_once``)
+    writes: Pipeline | None = None
 
 
-def enqueue(queue: Queue, function: str, kwargs: dict[str, object], *, job_id: str, timeout: int) -> None:
+def enqueue(
+    queue: Queue,
+    function: str,
+    kwargs: dict[str, object],
+    *,
+    job_id: str,
+    timeout: int,
+    pipeline: Pipeline | None = None,
+) -> None:
     """One job as every Flaketally job is queued: under its own id (DuplicateJobError while a job of that id
-    is queued or its result kept), retried after 10 s, 60 s and 300 s, its result and failure kept a while."""
+    is queued or its result kept), retried after 10 s, 60 s and 300 s, its result and failure kept a while.
+
+    The job itself is saved and pushed at once, atomically (rq's unique enqueue is one Lua script that takes
+    no pipeline); given a ``pipeline``, rq leaves on it only the queue's entry in its set of queues
+    (``rq:queues``, which only lists queues), for the caller to send with its own writes."""
     queue.enqueue_call(
         function,
         kwargs=kwargs,
@@ -82,6 +97,7 @@ def enqueue(queue: Queue, function: str, kwargs: dict[str, object], *, job_id: s
         timeout=timeout,
         result_ttl=RESULT_TTL,
         failure_ttl=FAILURE_TTL,
+        pipeline=pipeline,
     )
 
 
@@ -148,17 +164,23 @@ class Receiver:
         Whatever fails between the steps, a redelivery is never refused without its job being queued:
         an enqueue that fails drops the claim (and a claim that could not be dropped lapses after
         CLAIM_SECONDS); a job enqueued twice is refused by its unique id.
+
+        Three round trips to Redis: the claim, the job (saved and pushed by one script), and a pipeline
+        left on the answer (``Answer.writes``) holding rq's queue registration and the delivery record,
+        which ``finish`` sends with the delivery's count before the answer goes out.
         """
         key = DELIVERY_KEY + delivery
         if not self.redis.set(key, b"pending", nx=True, ex=CLAIM_SECONDS):
             if self.redis.get(key) == b"pending":
                 return Answer(409, {"in_progress": True}, DeliveryOutcome.IN_PROGRESS)
             return Answer(200, {"duplicate": True}, DeliveryOutcome.DUPLICATE)
+        writes = self.redis.pipeline(transaction=False)
         try:
-            enqueue(self.queue, route.function, kwargs, job_id=job_id, timeout=route.timeout)
+            enqueue(self.queue, route.function, kwargs, job_id=job_id, timeout=route.timeout, pipeline=writes)
         except DuplicateJobError:
             answer = Answer(200, {"duplicate": True, "job": job_id}, DeliveryOutcome.DUPLICATE)
         except BaseException:
+            writes.reset()
             try:
                 self.redis.delete(key)
             except RedisError as exc:
@@ -166,10 +188,8 @@ class Receiver:
             raise
         else:
             answer = Answer(202, {"enqueued": job_id}, DeliveryOutcome.ENQUEUED)
-        try:
-            self.redis.set(key, job_id.encode(), xx=True, ex=DELIVERY_SECONDS)
-        except RedisError as exc:  # the job is queued; its unique id guards a redelivery
-            log.warning("delivery record not kept", extra={"delivery_id": delivery, "error": repr(exc)})
+        writes.set(key, job_id.encode(), xx=True, ex=DELIVERY_SECONDS)
+        answer.writes = writes
         return answer
 
     def respond(self, headers: Headers, body: bytes | None) -> Answer:
@@ -199,4 +219,18 @@ class Receiver:
         }
         level = logging.INFO if answer.status < 400 else logging.ERROR if answer.status >= 500 else logging.WARNING
         log.log(level, "webhook delivery", extra=fields)
-        metrics.record_delivery(self.redis, answer.event, answer.outcome)
+        if answer.writes is None:
+            metrics.record_delivery(self.redis, answer.event, answer.outcome)
+            return
+        # the enqueue's writes, the delivery's count last: one round trip
+        writes, answer.writes = answer.writes, None
+        metrics.record_delivery(writes, answer.event, answer.outcome)
+        try:
+            results = writes.execute(raise_on_error=False)
+        except RedisError as exc:
+            results = [exc, exc]
+        failed = [r for r in results[:-1] if isinstance(r, Exception)]
+        if failed:  # the job is queued; its unique id guards a redelivery
+            log.warning("delivery record not kept", extra={"delivery_id": answer.delivery_id, "error": repr(failed[0])})
+        if isinstance(results[-1], Exception):
+            log.warning("metric not recorded", extra={"metric": "deliveries", "error": repr(results[-1])})
