@@ -24,6 +24,51 @@ class Measured:
     max_rss: int  # bytes
     returncode: int
     cpu: float = 0.0  # user + system seconds of the child: what another process on the machine cannot inflate much
+    tree_rss: int = 0  # bytes: the highest sum of the resident sets of the child and its descendants, sampled
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, now."""
+    found, todo = [], [pid]
+    while todo:
+        one = todo.pop()
+        found.append(one)
+        try:
+            for task in os.listdir(f"/proc/{one}/task"):
+                todo += [int(c) for c in Path(f"/proc/{one}/task/{task}/children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class TreeRss:
+    """The peak of a process tree's summed resident sets, sampled every 10 ms in a thread (a tool that reads
+    with several processes is charged for all of them; pages they share are counted once a process, so
+    this overstates a forking tool, never understates it)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self.done = pid, 0, threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.01):
+            self.peak = max(self.peak, sum(_rss(p) for p in _tree(self.pid)))
+
+    def stop(self) -> int:
+        self.done.set()
+        self.thread.join()
+        return self.peak
 
 
 TIME = Path("/usr/bin/time")
@@ -44,10 +89,12 @@ def measure(cmd: Sequence[str], *, stdout: Path | None = None, timeout: float = 
             proc = subprocess.Popen(full, stdout=out, stderr=err)
             timer = threading.Timer(timeout, proc.kill)
             timer.start()
+            sampler = TreeRss(proc.pid) if Path("/proc").is_dir() else None
             try:
                 _, status, usage = os.wait4(proc.pid, 0)
             finally:
                 timer.cancel()
+                tree = sampler.stop() if sampler else 0
             seconds = time.perf_counter() - start
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         if code not in (0, 1):
@@ -60,7 +107,7 @@ def measure(cmd: Sequence[str], *, stdout: Path | None = None, timeout: float = 
             rss, cpu = int(kib) * 1024, float(user) + float(system)
         else:  # ru_maxrss is KiB on Linux, bytes on macOS
             rss = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
-    return Measured(seconds, rss, code, cpu)
+    return Measured(seconds, rss, code, cpu, max(tree, rss))
 
 
 def peak_rss() -> int:

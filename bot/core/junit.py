@@ -145,6 +145,7 @@ class _Handler:
         self.unnamed = 0
         self.case: dict[str, str] | None = None  # the attributes of the open <testcase>
         self.case_suite: tuple[str, str] = _NO_SUITE
+        self.times: dict[str, float] = {}  # a time attribute read: most of a report's repeat
         self.entry: Entry | None = None  # the open testcase's Entry, once it needs one
         self.child: _Child | None = None
         self.run = _RunFields()
@@ -219,29 +220,6 @@ class _Handler:
         self.entry = entry
         return entry
 
-    def _end_case(self, case: dict[str, str]) -> Entry | runners.Plain:
-        """The testcase just closed: a plain pass as a tuple when it is one, else its Entry."""
-        entry = self.entry
-        if entry is not None:
-            return entry
-        get = case.get
-        name = get("name")
-        classname = get("classname", "")
-        file = get("file") or None
-        if (
-            not name
-            or name.isspace()
-            or "status" in case
-            or len(name) > MAX_NAME
-            or len(classname) > MAX_NAME
-            or (file is not None and len(file) > MAX_NAME)
-        ):
-            return self._open_entry()
-        line = get("line")
-        time = get("time")
-        suite, hostname = self.case_suite
-        return (classname, name, file, _int(line) if line is not None else None, _float(time), suite, hostname)
-
     def _start_child(self, entry: Entry, tag: str, attrs: dict[str, str]) -> None:
         message = attrs.get("message", "")
         self.child = _Child(tag, message, attrs.get("time", ""))
@@ -267,12 +245,35 @@ class _Handler:
             found, child.retry_tail = runners.count_retry_sections(child.retry_tail, content)
             child.retries += found
 
+    def _plain(self, case: dict[str, str]) -> runners.Plain | None:
+        """A testcase without a child as a tuple, when nothing about it needs an Entry (most of them)."""
+        get = case.get
+        name = get("name")
+        classname = get("classname", "")
+        file = get("file") or None
+        if (
+            not name
+            or "status" in case
+            or len(name) > MAX_NAME
+            or len(classname) > MAX_NAME
+            or name.isspace()
+            or (file is not None and len(file) > MAX_NAME)
+        ):
+            return None
+        time = get("time", "")
+        seconds = self.times.get(time)
+        if seconds is None:
+            seconds = self.times[time] = _float(time)
+        line = get("line")
+        suite, hostname = self.case_suite
+        return (classname, name, file, _int(line) if line is not None else None, seconds, suite, hostname)
+
     def end(self, tag: str) -> None:
         self.depth -= 1
         case = self.case
         if case is not None:
             if tag == "testcase":
-                self.entries.append(self._end_case(case))
+                self.entries.append(self.entry or self._plain(case) or self._open_entry())
                 self.case = self.entry = None
             elif self.child is not None and tag == self.child.tag:
                 self.parser.CharacterDataHandler = None

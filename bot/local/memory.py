@@ -9,6 +9,7 @@ judging one cheaply (``bot.local.reader``) and a large history stays small.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -16,7 +17,7 @@ from bot.core.identity import RunIdentity, family_id
 from bot.core.observations import LETTER, PASSED, SKIPPED, Observation, TestHistory
 from bot.core.results import Outcome, Report, TestResult
 
-MAX_BYTES = 1 << 30  # inputs up to this size are judged in memory, larger ones through a throwaway store
+MAX_BYTES = 256 << 20  # inputs up to this size are judged in memory (~150 MB at most), larger ones in a throwaway store
 _MAX_MS = 2**32 - 1
 
 # A test as first seen: its id, family, classname, name, file and line.
@@ -101,6 +102,7 @@ class MemoryHistory:
         if key in self.keys:
             return False
         self.keys.add(key)
+        results.ids = list(map(sys.intern, results.ids))  # one string a test, not one a report
         self.reports.append((run, digest, results))
         return True
 

@@ -9,6 +9,7 @@ from bot.core.analysis import Analysis
 from bot.core.cost import Cost
 from bot.core.display import display_id, source_location
 from bot.core.judge import TestAnalysis
+from bot.core.observations import any_failed
 from bot.core.verdicts import CommitJudgement, CommitVerdict, TestVerdict
 from bot.render.markdown import code, plain
 
@@ -74,9 +75,8 @@ def _commit_json(c: CommitJudgement) -> dict[str, Any]:
 
 def _failure(t: TestAnalysis) -> tuple[str | None, str | None, int | None]:
     """The latest failure's message, and the file and line: the report's, else its traceback's."""
-    failed = [o for o in t.history.observations if o.failed]
-    latest = failed[-1] if failed else None
     h = t.history
+    latest = next((o for o in reversed(h.observations) if o.failed), None) if any_failed(h.observations) else None
     file, line = source_location(h.classname, h.file, h.line, latest.details if latest else "")
     return (latest.message or None) if latest else None, file, line
 
