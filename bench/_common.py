@@ -161,3 +161,31 @@ def ratio(a: float, b: float) -> str:
 def flaketally_cmd() -> list[str]:
     """``flaketally`` from the running interpreter's environment."""
     return [sys.executable, "-c", "import sys; from bot.cli import main; sys.exit(main())"]
+
+
+WRITE_METHODS = ("POST", "PATCH", "PUT", "DELETE")  # what GitHub counts as content-creating
+
+
+def owner_of(path: str) -> str:
+    """The account a GitHub API path is about (``/repos/OWNER/...``): the installation, where each account
+    has its own; "" for other paths."""
+    parts = path.lstrip("/").split("/")
+    return parts[1] if len(parts) > 1 and parts[0] == "repos" else ""
+
+
+def peak_writes(writes: Sequence[tuple[float, str]]) -> tuple[int, int]:
+    """The most writes one installation made in any 60 and in any 3,600 seconds (sliding windows, as GitHub
+    counts), from (time, installation) pairs."""
+    times: dict[str, list[float]] = {}
+    for when, installation in writes:
+        times.setdefault(installation, []).append(when)
+    peaks = [0, 0]
+    for moments in times.values():
+        moments.sort()
+        for slot, span in enumerate((60.0, 3600.0)):
+            start = 0
+            for end, moment in enumerate(moments):
+                while moment - moments[start] >= span:
+                    start += 1
+                peaks[slot] = max(peaks[slot], end - start + 1)
+    return peaks[0], peaks[1]

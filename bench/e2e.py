@@ -69,7 +69,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 import httpx
 
-from bench._common import REPO, flaketally_cmd, table
+from bench._common import REPO, WRITE_METHODS, flaketally_cmd, owner_of, peak_writes, table
+from bot.github.limits import WRITES_PER_MINUTE
 
 SECRET = "bench-e2e-secret"
 QUEUE = "flaketally-e2e"
@@ -192,6 +193,7 @@ class FakeServer:
         self.api_url, self.blob_url = API_URL, BLOB_URL
         self.api_port = self.blob_port = 0
         self.statuses: Counter[str] = Counter()
+        self.writes: list[tuple[float, str]] = []  # (when, installation) of each content-creating request
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         if scope["type"] == "lifespan":
@@ -230,6 +232,8 @@ class FakeServer:
                 if k.lower() not in ("content-length", "transfer-encoding", "content-encoding")
             ]
             self.statuses[str(status)] += 1
+            if scope["method"] in WRITE_METHODS and self.fake.requests and self.fake.requests[-1].route != "token":
+                self.writes.append((time.time(), owner_of(path)))
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
         raw.append((b"content-length", str(len(content)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": raw})
@@ -277,6 +281,7 @@ class FakeServer:
                 "statuses": self.statuses,
                 "unexpected": fake.unexpected,
                 "tokens_minted": fake.tokens_minted,
+                "writes": self.writes,
             }
         else:
             return 404, [("content-type", "text/plain")], b"not found"
@@ -785,6 +790,8 @@ def run(args: argparse.Namespace, db_url: str, scratch: Path, children: Children
         ["retried jobs", len(retried)],
         ["poller saw all done, s after last end", seen_done - last_end],
         ["GitHub requests served", sum(state["statuses"].values())],
+        ["content-creating requests per attempt (aim <= 1.2)", len(state["writes"]) / len(job_ids)],
+        [f"peak writes in a minute, one installation (budget {WRITES_PER_MINUTE})", peak_writes(state["writes"])[0]],
         ["installation tokens minted", state["tokens_minted"]],
     ]
     print(table(["figure", "value"], rows))

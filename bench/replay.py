@@ -46,6 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench._common import WRITE_METHODS, owner_of, peak_writes
+from bot.github.limits import WRITES_PER_HOUR, WRITES_PER_MINUTE
+
 if TYPE_CHECKING:
     from tests.github_fake import FakeRun
 
@@ -390,13 +393,20 @@ def summarise(plans: list[Planned], replay: Replay, rows: list[tuple[str, str, s
     print("GitHub requests: " + ", ".join(f"{k} {v}" for k, v in sorted(routes.items())))
     # GitHub's secondary limits count content-creating requests (POST, PATCH, PUT, DELETE): issue 14 aims at
     # 1.2 a workflow-run attempt on average; the digest's issues are counted apart (weekly, not per attempt)
-    writes = [r for r in replay.fake.requests if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.route != "token"]
+    writes = [r for r in replay.fake.requests if r.method in WRITE_METHODS and r.route != "token"]
     per_attempt = [r for r in writes if r.route not in ("create_issue", "update_issue")]
     print(
         f"content-creating requests: {len(per_attempt) / attempts:.2f} a workflow-run attempt ({len(per_attempt)} "
         f"for {attempts} attempts; aim <= 1.2), plus {len(writes) - len(per_attempt)} for the weekly digests"
     )
+    minute, hour = peak_writes([(r.at, owner_of(r.path)) for r in writes])
+    print(
+        f"peak content-creating requests per installation: {minute} in a minute of the history "
+        f"({minute / WRITES_PER_MINUTE:.2f}x GitHub's budget of {WRITES_PER_MINUTE}), {hour} in an hour "
+        f"({hour / WRITES_PER_HOUR:.2f}x its {WRITES_PER_HOUR})"
+    )
     ok = precision == 1.0 and recall >= 0.95 and shares[True] <= 0.15 and shares[False] <= 0.50
+    ok = ok and minute <= WRITES_PER_MINUTE and hour <= WRITES_PER_HOUR
     print("ok" if ok else "FAILED: an aim was missed")
     return 0 if ok else 1
 

@@ -24,6 +24,10 @@ FULL = {
     "flakemap": ["--tests", "2000", "--runs", "200", "--repeat", "2"],
     "profile_analyze": ["--tests", "2000", "--runs", "200", "--top", "30"],
     "receiver": ["--runs", "3", "--rate", "300", "--seconds", "20"],
+    "cli": [],
+    "e2e-2": ["--runs", "60", "--workers", "2"],
+    "e2e-4": ["--runs", "60", "--workers", "4"],
+    "replay": ["--seed", "1"],
 }
 QUICK = {
     "parse": [
@@ -44,7 +48,13 @@ QUICK = {
     "flakemap": ["--tests", "300", "--runs", "50"],
     "profile_analyze": ["--tests", "300", "--runs", "50", "--top", "15"],
     "receiver": ["--runs", "3", "--rate", "300", "--seconds", "3"],
+    "cli": ["--repeat", "1"],
+    "e2e-2": ["--runs", "12", "--workers", "2"],
+    "e2e-4": ["--runs", "12", "--workers", "4"],
+    "replay": ["--seed", "1", "--weeks", "1"],
 }
+# targets that run one module with different arguments
+MODULE = {"e2e-2": "e2e", "e2e-4": "e2e"}
 
 
 def _load() -> str:
@@ -89,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
 
         say(header)
         for name in names:
-            cmd = [sys.executable, "-m", f"bench.{name}", *plan[name]]
-            say(f"\n$ python -m bench.{name} {' '.join(plan[name])}\n\n")
+            module = MODULE.get(name, name)
+            cmd = [sys.executable, "-m", f"bench.{module}", *plan[name]]
+            say(f"\n$ python -m bench.{module} {' '.join(plan[name])}\n\n")
             start = time.perf_counter()
             proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             timer = threading.Timer(args.timeout, proc.kill)

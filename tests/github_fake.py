@@ -242,6 +242,7 @@ class Recorded:
     params: dict[str, str]
     json: Any
     authorization: str | None
+    at: float = 0.0  # the fake's clock when it came
 
 
 # --- the fake ------------------------------------------------------------------------------------
@@ -796,6 +797,7 @@ class FakeGitHub:
                 params=dict(request.url.params),
                 json=body,
                 authorization=request.headers.get("authorization"),
+                at=self.now,
             )
         )
 
