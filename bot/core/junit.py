@@ -11,7 +11,6 @@ covers several attempts (several ``<failure>`` elements, ``Retry #N`` sections) 
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
 from pyexpat import XML_PARAM_ENTITY_PARSING_UNLESS_STANDALONE, ExpatError, ParserCreate, errors
@@ -19,7 +18,7 @@ from typing import IO, Any
 
 from defusedxml.common import DefusedXmlException, DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
 
-from bot.core import runners
+from bot.core import collector, runners
 from bot.core.identity import MAX_NAME, bounded
 from bot.core.results import Collision, Outcome, Report, ReportRefused, TestResult, first_line
 from bot.core.runners import TEXT_OF, Dialect, Entry
@@ -266,7 +265,7 @@ class _Handler:
             seconds = self.times[time] = _float(time)
         line = get("line")
         suite, hostname = self.case_suite
-        return (classname, name, file, _int(line) if line is not None else None, seconds, suite, hostname)
+        return (classname, name, file, None, suite, _int(line) if line is not None else None, seconds, hostname)
 
     def end(self, tag: str) -> None:
         self.depth -= 1
@@ -356,29 +355,25 @@ def parse(stream: IO[bytes], *, lean: bool = False) -> Report:
     parser.EndElementHandler = handler.end
     digest = hashlib.sha256()
     size = 0
-    collecting = gc.isenabled()
-    gc.disable()  # many small objects, none of them cyclic: the collector would only walk them
-    try:
-        while chunk := stream.read(CHUNK):
-            size += len(chunk)
-            if size > MAX_REPORT_BYTES:
-                raise ReportRefused(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
-            digest.update(chunk)
-            parser.Parse(chunk, False)
-        if not size:
-            raise ReportRefused("empty: no XML element")
-        parser.Parse(b"", True)
-        results, passes, collisions = runners.merge(handler.entries, handler.dialect(), lean=lean)
-    except DefusedXmlException as exc:
-        reason = f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)"
-        raise ReportRefused(reason) from None
-    except ExpatError as exc:
-        raise ReportRefused(f"not well-formed XML at line {exc.lineno}: {errors.messages[exc.code]}") from None
-    except (ValueError, UnicodeError) as exc:
-        raise ReportRefused(f"unreadable XML: {bounded(str(exc), 200)}") from None
-    finally:
-        if collecting:
-            gc.enable()
+    with collector.paused():  # many small objects, none of them cyclic
+        try:
+            while chunk := stream.read(CHUNK):
+                size += len(chunk)
+                if size > MAX_REPORT_BYTES:
+                    raise ReportRefused(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
+                digest.update(chunk)
+                parser.Parse(chunk, False)
+            if not size:
+                raise ReportRefused("empty: no XML element")
+            parser.Parse(b"", True)
+            results, passes, collisions = runners.merge(handler.entries, handler.dialect(), lean=lean)
+        except DefusedXmlException as exc:
+            reason = f"refused: {type(exc).__name__} (DTDs, entities and external references are not read)"
+            raise ReportRefused(reason) from None
+        except ExpatError as exc:
+            raise ReportRefused(f"not well-formed XML at line {exc.lineno}: {errors.messages[exc.code]}") from None
+        except (ValueError, UnicodeError) as exc:
+            raise ReportRefused(f"unreadable XML: {bounded(str(exc), 200)}") from None
     if handler.root is None:
         raise ReportRefused("empty: no XML element")
     report = handler.run.report(digest.hexdigest(), results, collisions, size)

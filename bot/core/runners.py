@@ -179,9 +179,10 @@ class Entry:
 
 
 _Name = tuple[str, str, str | None, str | None]  # classname, name, file, project
-# A testcase with no child, no status and a usable name, as the reader leaves it (no Entry made):
-# classname, name, file, line, time, suite, suite hostname. It passed, once.
-Plain = tuple[str, str, str | None, int | None, float, str, str]
+# A testcase with no child, no status and a usable name, as the reader leaves it (no Entry made): classname,
+# name, file, None (its project, told in ``merge``), suite, line, time, suite hostname. It passed, once. The
+# first five are its key in ``merge``.
+Plain = tuple[str, str, str | None, None, str, int | None, float, str]
 
 
 _Key = tuple[str, str, str | None, str | None, str]  # classname, name, file, project, suite
@@ -202,8 +203,8 @@ def merge(
             key = (entry.classname, entry.name, entry.file, None, entry.suite)
             hostname = entry.suite_hostname
         else:
-            key = (entry[0], entry[1], entry[2], None, entry[5])
-            hostname = entry[6]
+            key = entry[:5]
+            hostname = entry[7]
         if playwright and hostname:
             key = (key[0], key[1], key[2], hostname, key[4])
         found = first.setdefault(key, entry)
@@ -219,11 +220,14 @@ def merge(
     for key, last in first.items():
         classname, name, file, project, suite = key
         if not isinstance(last, Entry) and not several_suites and key not in repeated:  # most: one pass
-            line, time = last[3], last[4]
+            line, time = last[5], last[6]
             if line is not None:
                 line += shift
             if lean:
-                test = test_id(classname, name, file, project)
+                if file is None and project is None and classname and len(classname) + len(name) < MAX_NAME - 2:
+                    test = f"{classname}::{name}"  # test_id's most common case, written out: most tests
+                else:
+                    test = test_id(classname, name, file, project)
                 if test not in taken:
                     taken.add(test)
                     passed.append((test, classname, name, file, line, project, time))
@@ -238,7 +242,7 @@ def merge(
                     results.append(result)
                     continue
         group = repeated.get(key) or [last]
-        read = [one if isinstance(one, Entry) else Entry(*one) for one in group]
+        read = [one if isinstance(one, Entry) else Entry(*one[:3], *one[5:7], one[4], one[7]) for one in group]
         entry = read[-1]
         if len(read) == 1:
             attempts = (Attempt(entry.final, entry.time),) if entry.plain else tuple(entry.attempts())

@@ -191,11 +191,18 @@ def in_window(observations: Sequence[Observation], days: int = WINDOW_DAYS) -> l
     dated.discard("")
     if not dated:
         return list(observations)
-    times = {value: parse_time(value) for value in dated}
-    since = max(times.values()) - timedelta(days=days)
-    if min(times.values()) >= since:
+    since, inside = _window(frozenset(dated), days)
+    if inside:
         return list(observations)
-    return [o for o in observations if not o.started_at or times[o.started_at] >= since]
+    return [o for o in observations if not o.started_at or parse_time(o.started_at) >= since]
+
+
+@functools.lru_cache(maxsize=256)  # the tests of one history mostly ran in the same reports, at the same times
+def _window(dated: frozenset[str], days: int) -> tuple[datetime, bool]:
+    """Where the window of ``days`` before the newest of these times starts, and whether it holds them all."""
+    times = [parse_time(value) for value in dated]
+    since = max(times) - timedelta(days=days)
+    return since, min(times) >= since
 
 
 @functools.lru_cache(maxsize=4096)  # a history's observations share their reports' few times

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.core import collector
 from bot.core.analysis import Analysis, FileWarning
 from bot.core.cost import Rates
 from bot.core.judge import judge
@@ -61,11 +62,12 @@ def analyze_files(
         # no file given: every test the store keeps for the repository
         history = functools.partial(store.history, repo) if files else lambda _: store.history(repo)
     seen: set[str] = set()
-    for read in reads:
-        result.warnings.extend(read.warnings)
-        result.refused += read.refused
-        result.new_reports += read.new
-        result.collided_failures += read.collided_failures
-        seen |= read.ids
-    result.tests = [judge(h, policy, result.rates) for h in history(seen)]
+    with collector.paused():  # a large history is many small objects, none of them in a cycle
+        for read in reads:
+            result.warnings.extend(read.warnings)
+            result.refused += read.refused
+            result.new_reports += read.new
+            result.collided_failures += read.collided_failures
+            seen |= read.ids
+        result.tests = [judge(h, policy, result.rates) for h in history(seen)]
     return result

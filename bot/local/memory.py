@@ -10,8 +10,10 @@ judging one cheaply (``bot.local.reader``) and a large history stays small.
 from __future__ import annotations
 
 import sys
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from bot.core.identity import RunIdentity, family_id
 from bot.core.observations import LETTER, PASSED, SKIPPED, Observation, TestHistory
@@ -132,22 +134,37 @@ class MemoryHistory:
             context = run.context.key()
             lists = contexts.setdefault(context, {})
             commit, attempt, run_id, started = run.commit, run.attempt, run.run_id, run.started_at
-            texts = results.texts
-            rows = zip(results.ids, results.outcomes, results.seconds, strict=True)
-            for i, (test, outcomes, seconds) in enumerate(rows):
-                if only is not None and test not in only:
-                    continue
-                found = lists.get(test)
-                if found is None:
+            ids = results.ids
+            for test in set(ids).difference(lists):  # first seen in this context
+                if only is None or test in only:
                     _, family, classname, name, file, line = first[test]
                     history = TestHistory(test, family, classname, name, file, line, context)
                     histories[(test, context)] = history
-                    found = lists[test] = history.observations
-                message, details = texts.get(i, ("", "")) if texts else ("", "")
-                found.append(
-                    make(
-                        Observation,
-                        (position, commit, attempt, run_id, started, outcomes, seconds, message, details),
-                    )
-                )
+                    lists[test] = history.observations
+            # one Observation a result, made and filed in C: most of a large history is this loop
+            made = map(
+                make,
+                repeat(Observation),
+                zip(
+                    repeat(position),
+                    repeat(commit),
+                    repeat(attempt),
+                    repeat(run_id),
+                    repeat(started),
+                    results.outcomes,
+                    results.seconds,
+                    repeat(""),
+                    repeat(""),
+                ),
+            )
+            if only is None:
+                deque(map(list.append, map(lists.__getitem__, ids), made), maxlen=0)
+            else:
+                for test, observation in zip(ids, made, strict=True):
+                    if test in only:
+                        lists[test].append(observation)
+            for i, (message, details) in results.texts.items():  # the few that failed: their words
+                found = lists.get(ids[i])
+                if found:
+                    found[-1] = found[-1]._replace(message=message, details=details)
         return sorted(histories.values(), key=lambda h: (h.test_id, h.context))
