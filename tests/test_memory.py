@@ -33,3 +33,23 @@ def test_in_memory_and_through_a_store_say_the_same(name: str, fmt: str, store: 
         render = RENDERERS[fmt]
         assert render(held) == render(stored)
         assert (held.files, held.refused, held.new_reports) == (stored.files, stored.refused, stored.new_reports)
+
+
+@pytest.mark.parametrize("name", ["real runners", "samples"])
+def test_reading_on_every_core_judges_as_one_process_does(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large inputs are read by several processes that send columns to the judging one; the judging sees
+    the same reports, the same first-seen names and the same order as when one process reads them all."""
+    from bot.local import reader
+
+    paths = [str(p) for p in HISTORIES[name]]
+    one = analyze(None, paths, repo=name)
+    monkeypatch.setattr(reader, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(reader, "PARALLEL_BYTES", 0)
+    files = sorted(p for root in HISTORIES[name] for p in root.rglob("*.xml"))
+    if reader._processes(files) < 2:
+        pytest.skip("one core, or no fork: the reading processes cannot be tried here")
+    several = analyze(None, paths, repo=name)
+    for render in RENDERERS.values():
+        assert render(several) == render(one)
+    assert (several.files, several.refused, several.new_reports) == (one.files, one.refused, one.new_reports)
+    assert [w.message for w in several.warnings] == [w.message for w in one.warnings]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -102,19 +103,31 @@ def _worker_columns(path: Path, repo: str) -> Columned:
     return read, run, report.digest, columns(report, _worker_sent)
 
 
-# Below this many files one process reads them all: starting others would cost more than it saves.
+# Below this many files, or this many bytes (about half a second of reading), one process reads them all:
+# starting others would cost more than it saves.
 PARALLEL_FROM = 16
+PARALLEL_BYTES = 4 << 20
 
 
 def _processes(files: Sequence[Path]) -> int:
-    """How many processes to read with: 1 for few files or where fork is missing (the CLI has no threads;
+    """How many processes to read with: 1 for a small input or where fork is missing (the CLI has no threads;
     fork keeps start-up cheap)."""
+    processes = min(os.cpu_count() or 1, 4)
+    if processes < 2 or len(files) < PARALLEL_FROM or _bytes(files) < PARALLEL_BYTES:
+        return 1
     import multiprocessing  # only here: reading a few files never needs it, and it costs start-up time
 
-    processes = min(os.cpu_count() or 1, 4)
-    if processes < 2 or len(files) < PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    return processes
+    return processes if "fork" in multiprocessing.get_all_start_methods() else 1
+
+
+def _bytes(files: Sequence[Path]) -> int:
+    total = 0
+    for path in files:
+        with contextlib.suppress(OSError):  # a file that cannot be read is said so when it is read
+            total += path.stat().st_size
+            if total >= PARALLEL_BYTES:
+                break
+    return total
 
 
 def _one_by_one(store: Ingests, files: Sequence[Path], repo: str, progress: Progress | None) -> Iterator[Read]:
