@@ -143,7 +143,6 @@ class _Handler:
         self.suite_names: set[str] = set()
         self.unnamed = 0
         self.case: dict[str, str] | None = None  # the attributes of the open <testcase>
-        self.case_suite: tuple[str, str] = _NO_SUITE
         self.times: dict[str, float] = {}  # a time attribute read: most of a report's repeat
         self.entry: Entry | None = None  # the open testcase's Entry, once it needs one
         self.child: _Child | None = None
@@ -167,7 +166,6 @@ class _Handler:
                 raise ReportRefused(f"more than {MAX_TESTCASES} testcases")
             # Its attributes are read when it ends: most testcases have no child, and need no Entry.
             self.case = attrs
-            self.case_suite = self.suite
             self.entry = None
             return
         if self.root is None:
@@ -211,7 +209,7 @@ class _Handler:
             file = bounded(file, MAX_NAME)
         line = get("line")
         time = get("time")
-        suite, hostname = self.case_suite
+        suite, hostname = self.suite  # the suite cannot change while a testcase is open
         entry = Entry(classname, name, file, _int(line) if line is not None else None, _float(time), suite, hostname)
         status = get("status")
         if status and status.strip().lower() in _NOT_RUN:
@@ -264,7 +262,7 @@ class _Handler:
         if seconds is None:
             seconds = self.times[time] = _float(time)
         line = get("line")
-        suite, hostname = self.case_suite
+        suite, hostname = self.suite
         return (classname, name, file, None, suite, _int(line) if line is not None else None, seconds, hostname)
 
     def end(self, tag: str) -> None:

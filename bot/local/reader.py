@@ -150,7 +150,7 @@ def read_all_into_memory(
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("fork")
-    chunk = max(1, min(16, len(files) // (processes * 8)))
+    chunk = max(1, min(8, len(files) // (processes * 16)))  # small: the last chunks keep every process busy
     with ProcessPoolExecutor(processes, mp_context=context, initializer=_worker_start, initargs=(None, None)) as pool:
         done = pool.map(_worker_columns, files, [repo] * len(files), chunksize=chunk)
         for index, (read, run, digest, results) in enumerate(done, 1):
