@@ -34,7 +34,7 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
     report = commit_report(
         scope.repo,
         head_sha,
-        store.history(scope.repo, wanted, since),
+        store.history(scope.repo, wanted, since, timed=False),
         policy=scope.options.policy,
         rates=scope.options.rates,
         now=now,
