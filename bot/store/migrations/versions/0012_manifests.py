@@ -83,7 +83,7 @@ def _digest(ids: Sequence[int], skipped: Sequence[int]) -> str:
     return hashlib.sha256(array("I", [len(ids), *ids, *skipped]).tobytes()).hexdigest()
 
 
-def _batches(conn: sa.Connection, columns: Sequence[Any]) -> Iterator[list[Any]]:
+def _batches(conn: sa.Connection, columns: Sequence[Any]) -> Iterator[Sequence[Any]]:
     ids = [int(i) for (i,) in conn.execute(sa.select(_reports.c.id).order_by(_reports.c.id))]
     for start in range(0, len(ids), _BATCH):
         chunk = ids[start : start + _BATCH]
