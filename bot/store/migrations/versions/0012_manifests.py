@@ -5,7 +5,7 @@ plain skips), stored once per repository and shared by every report that held th
 keeps its plain passes' count, skips and total seconds, and ``passed_ms`` is rewritten in manifest order
 (0 where the test did not plainly pass). ``pass_times`` gets the seconds of every plain pass of a test that
 failed or retried in a report of the same commit and context. Nothing is lost: ``downgrade`` rebuilds the
-old arrays.
+old arrays (on PostgreSQL).
 
 Revision ID: 0012
 Revises: 0011
@@ -150,21 +150,22 @@ def upgrade() -> None:
         sa.Column("seconds", sa.Float, nullable=False),
     )
     op.create_index("ix_pass_times_test", "pass_times", ["test_id"])
-    with op.batch_alter_table("reports") as batch:
-        batch.add_column(sa.Column("manifest_id", sa.Integer, nullable=True))
-        batch.add_column(sa.Column("passed", sa.Integer, nullable=True))
-        batch.add_column(sa.Column("skipped", sa.Integer, nullable=True))
-        batch.add_column(sa.Column("passed_seconds", sa.Float, nullable=True))
+    sqlite = op.get_bind().dialect.name == "sqlite"
+    # SQLite changes ``reports`` in place (ADD and DROP COLUMN): rebuilding it would break the foreign keys
+    # of the tables that point at it; its manifest_id stays nullable in the file, always set by the store
+    if sqlite:
+        op.execute("ALTER TABLE reports ADD COLUMN manifest_id INTEGER REFERENCES manifests (id)")
+    else:
+        op.add_column("reports", sa.Column("manifest_id", sa.Integer, nullable=True))
+    for name, kind in (("passed", sa.Integer), ("skipped", sa.Integer), ("passed_seconds", sa.Float)):
+        op.add_column("reports", sa.Column(name, kind, nullable=False, server_default="0"))
     _convert(op.get_bind())
-    with op.batch_alter_table("reports") as batch:
-        batch.drop_column("passed_ids")
-        batch.drop_column("skipped_ids")
-        batch.alter_column("manifest_id", existing_type=sa.Integer, nullable=False)
-        batch.alter_column("passed", existing_type=sa.Integer, nullable=False)
-        batch.alter_column("skipped", existing_type=sa.Integer, nullable=False)
-        batch.alter_column("passed_seconds", existing_type=sa.Float, nullable=False)
-        batch.create_foreign_key("fk_reports_manifest", "manifests", ["manifest_id"], ["id"])
-        batch.create_index("ix_reports_repo_started", ["repo_id", "started_at"])
+    for name in ("passed_ids", "skipped_ids"):
+        op.execute(f"ALTER TABLE reports DROP COLUMN {name}")
+    if not sqlite:
+        op.alter_column("reports", "manifest_id", existing_type=sa.Integer, nullable=False)
+        op.create_foreign_key("fk_reports_manifest", "reports", "manifests", ["manifest_id"], ["id"])
+    op.create_index("ix_reports_repo_started", "reports", ["repo_id", "started_at"])
 
 
 def _convert(conn: sa.Connection) -> None:
@@ -223,6 +224,7 @@ def downgrade() -> None:
                     skipped_ids=_pack_ids(sorted(set(skipped) - kept[int(r.id)])),
                 )
             )
+    # on PostgreSQL (SQLite would rebuild ``reports`` under the tables that point at it)
     with op.batch_alter_table("reports") as batch:
         batch.drop_index("ix_reports_repo_started")
         batch.drop_constraint("fk_reports_manifest", type_="foreignkey")
