@@ -19,6 +19,7 @@ from bot.core.results import Outcome, Report
 from bot.core.verdicts import CommitVerdict
 from bot.store import Store, codec
 from bot.store import records as rec
+from bot.store.schema import contexts
 from tests.builders import E, F, P, S, report, result, run
 
 REPO = "acme/widgets"
@@ -107,12 +108,12 @@ def test_judging_without_durations_keeps_every_verdict_and_cost(store: Store) ->
     assert [h.test_id for h in timed] == [h.test_id for h in untimed]
     for full, judged in zip(timed, untimed, strict=True):
         assert [o.outcomes for o in full.observations] == [o.outcomes for o in judged.observations]
-        one, other = (judge(h, CommitVerdict.UNDETERMINED, Rates()) for h in (full, judged))
-        assert one.judgement == other.judgement
-        assert [(c.verdict, c.seconds) for c in one.commits if c.verdict is CommitVerdict.FLAKY] == [
+        first, other = (judge(h, CommitVerdict.UNDETERMINED, Rates()) for h in (full, judged))
+        assert first.judgement == other.judgement
+        assert [(c.verdict, c.seconds) for c in first.commits if c.verdict is CommitVerdict.FLAKY] == [
             (c.verdict, c.seconds) for c in other.commits if c.verdict is CommitVerdict.FLAKY
         ]
-        assert one.cost == other.cost
+        assert first.cost == other.cost
     b = next(h for h in untimed if h.name == "b" and "ubuntu" in h.context)
     assert [o.seconds for o in b.observations] == [1.0, 0.75, 0.0, 0.0]  # flaky on c1: both attempts timed
 
@@ -174,9 +175,7 @@ def _ingest_as_0011(store: Store, one: Report, identity: RunIdentity) -> dict[st
     """A report stored as Flaketally did before migration 0012: arrays of passes and skips on the report."""
     with store.engine.begin() as conn:
         repo_key = store.repo_key(conn, identity.repo)
-        context_id = store._id(
-            conn, sa.table("contexts", sa.column("id"), sa.column("key")), {"key": identity.context.key()}, {}
-        )
+        context_id = store._id(conn, contexts, {"key": identity.context.key()}, {})
         ids = store._test_ids(conn, repo_key, one.results)
         passed = {
             i: r.attempts[0].duration
