@@ -23,6 +23,7 @@ FULL = {
     "store": ["--tests", "10000", "--runs", "200"],
     "flakemap": ["--tests", "2000", "--runs", "200", "--repeat", "2"],
     "profile_analyze": ["--tests", "2000", "--runs", "200", "--top", "30"],
+    "judging": ["--tests", "1000,10000,50000"],
 }
 QUICK = {
     "parse": [
@@ -42,6 +43,7 @@ QUICK = {
     "store": ["--tests", "1000", "--runs", "50"],
     "flakemap": ["--tests", "300", "--runs", "50"],
     "profile_analyze": ["--tests", "300", "--runs", "50", "--top", "15"],
+    "judging": ["--tests", "1000,10000", "--quick"],
 }
 
 
