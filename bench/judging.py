@@ -6,11 +6,11 @@ The history (``--days`` x ``--runs-a-day`` reports, one context, 0.5% of the tes
 failed run rerun once as attempt 2 of its commit) is built as rows directly, as ``Store.ingest`` lays them
 out (one shared manifest; failures as observations; pass times of a test on a commit it failed on), for
 speed: every report shares a few precomputed duration arrays. The last ``--attempts`` reports go through
-``Store.ingest``; each of them is then judged the way ``bot.pipeline.assess`` does it: ``tests_on_commit``,
-``commit_summary``, ``Store.history(repo, wanted, since, timed=False)`` for the failed and known flaky
-tests, and ``bot.core.judge.judge`` on each history. Wall and CPU seconds (of this process: PostgreSQL's
-own CPU is not in it) per attempt, median and max, beside the aim. A database is made for the run and
-dropped after.
+``Store.ingest``; each of them is then judged by ``bot.pipeline.assess`` itself (default options, the 0.5%
+remembered as known flaky; no GitHub call), so the figure is what a worker spends: the reads, the findings
+of the tests that failed on the commit, and the known-flaky memory of the rest. Wall and CPU seconds (of
+this process: PostgreSQL's own CPU is not in it) per attempt, median and max, beside the aim. A database is
+made for the run and dropped after.
 
     python -m bench.judging                       # 1,000, 10,000 and 50,000 tests
     python -m bench.judging --tests 1000,10000 --quick
@@ -26,15 +26,17 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import sqlalchemy as sa
 
 from bench._common import table
-from bot.core.cost import Rates
 from bot.core.identity import ExecutionContext, RunIdentity
-from bot.core.judge import judge
 from bot.core.results import Attempt, Outcome, Report, TestResult
-from bot.core.verdicts import CommitVerdict, stored_time
+from bot.core.verdicts import stored_time
+from bot.pipeline.assess import assess
+from bot.pipeline.port import Port
+from bot.pipeline.scope import Options, Scope
 from bot.store import Store, codec, normalise_url
 from bot.store import records as rec
 from bot.store.layout import Split
@@ -183,16 +185,12 @@ def _report_row(
     }
 
 
-def judge_attempt(store: Store, repo_key: int, identity: RunIdentity, known: set[str]) -> int:
-    """What ``assess`` reads and judges for one attempt; the histories judged."""
-    wanted = rec.tests_on_commit(store, repo_key, identity.commit) | known
-    rec.commit_summary(store, repo_key, identity.commit)
-    since = stored_time(NOW - timedelta(days=30))
-    histories = store.history(REPO, wanted, since, timed=False)
-    rates = Rates()
-    for h in histories:
-        judge(h, CommitVerdict.UNDETERMINED, rates)
-    return len(histories)
+def judge_attempt(store: Store, repo_key: int, identity: RunIdentity) -> tuple[int, int]:
+    """``bot.pipeline.assess`` of one attempt, as a worker calls it (default options, no GitHub call is
+    made): its findings, and the tests it keeps known flaky."""
+    scope = Scope(store, cast(Port, None), 0, REPO, 0, repo_key, Options())
+    report = assess(scope, identity.commit, NOW)
+    return len(report.findings), len(report.known_flaky_now)
 
 
 @contextmanager
@@ -230,10 +228,11 @@ def bench(admin_url: str, tests: int, days: int, per_day: int, attempts: int) ->
             known = {history.names[i] for i in history.rates}
             repo_key = rec.repo_key(store, REPO)
             rec.set_known_flaky(store, repo_key, {(t, CONTEXT.key()) for t in known})
-            walls, cpus, read = [], [], 0
+            walls, cpus, findings, kept = [], [], [], 0
             for identity in judged:
                 wall, cpu = time.perf_counter(), time.process_time()
-                read = judge_attempt(store, repo_key, identity, known)
+                found, kept = judge_attempt(store, repo_key, identity)
+                findings.append(found)
                 walls.append(time.perf_counter() - wall)
                 cpus.append(time.process_time() - cpu)
             with store.engine.connect() as conn:
@@ -247,7 +246,8 @@ def bench(admin_url: str, tests: int, days: int, per_day: int, attempts: int) ->
     return [
         tests,
         count,
-        read,
+        f"{statistics.median(findings):.0f}",
+        kept,
         f"{built:.0f}",
         f"{median:.3f}",
         f"{max(walls):.3f}",
@@ -277,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     headers = [
         "tests",
         "reports",
-        "histories read",
+        "findings (median)",
+        "known flaky",
         "build s",
         "median s/attempt",
         "max s/attempt",
