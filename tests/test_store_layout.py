@@ -264,3 +264,86 @@ def test_migration_0012_keeps_every_history_and_summary(store_url: str, fresh: S
         {k: bytes(v) for k, v in b.items()} for b in blobs
     ]
     old.close()
+
+
+def _weeks_of_runs(store: Store) -> None:
+    """Six weeks of runs in two contexts, two a day, every run of commit n also rerun when it failed:
+    ``flaky`` fails now and then and passes on the rerun (in ubuntu only, until 3 days ago), ``single``
+    fails once in a while without a rerun passing it (windows), ``clean`` failed on a rerun 35 days ago only,
+    ``recent`` and ``older`` failed and passed on one commit today and 5 days ago, ``gone`` ran until 20 days
+    ago; the last commit (``head``) fails ``flaky`` in both."""
+    n = 0
+    for day in range(42, -1, -1):
+        for half in (0, 12):
+            n += 1
+            commit = "head" if day == 0 and half == 12 else f"c{n:03}"
+            started = (
+                f"2026-03-{31 - day:02}T{half:02}:00:00Z" if day < 31 else f"2026-02-{59 - day:02}T{half:02}:00:00Z"
+            )
+            for os in ("ubuntu-latest", "windows-latest"):
+                fails = {
+                    "flaky": (n % 5 == 0 and (os == "ubuntu-latest") == (day >= 3)) or commit == "head",
+                    "single": os == "windows-latest" and n % 7 == 0,
+                    "clean": day == 35 and half == 0,
+                    "recent": day == 0 and half == 0,
+                    "older": day == 5 and half == 0,
+                }
+                attempts = [fails, {"clean": False, "flaky": False, "single": fails["single"]}]
+                for attempt, failing in enumerate(attempts[: 2 if any(fails.values()) else 1], 1):
+                    names = ["flaky", "single", "clean", "recent", "older", "other"] + (["gone"] if day > 20 else [])
+                    results = [result(t, F) if failing.get(t) else result(t) for t in names]
+                    ident = run(commit, attempt, os=os, run_id=n, started_at=started, run_index=n * 10 + attempt)
+                    store.ingest(report(*results, digest=f"{n}-{attempt}-{os}"), ident)
+
+
+def test_failed_commits_only_are_the_history_on_the_commits_each_test_failed_on(store: Store) -> None:
+    _weeks_of_runs(store)
+    full = store.history(REPO, timed=False)
+    narrow = store.history(REPO, timed=False, failed_commits=True)
+    expected = {}
+    for h in full:
+        failed = {o.commit for o in h.observations if o.failed}
+        if failed:
+            expected[(h.test_id, h.context)] = [o[1:] for o in h.observations if o.commit in failed]
+    assert {(h.test_id, h.context): [o[1:] for o in h.observations] for h in narrow} == expected
+
+
+def test_assess_reads_less_and_says_the_same(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime
+    from typing import cast
+
+    from bot.pipeline import assess as assessing
+    from bot.pipeline.port import Port
+    from bot.pipeline.scope import Options, Scope
+
+    _weeks_of_runs(store)
+    key = rec.repo_key(store, REPO)
+    everywhere = {
+        (f"tests.mod::{t}", c)
+        for t in ("flaky", "single", "clean", "recent", "older", "gone", "other")
+        for c in ("os=ubuntu-latest", "os=windows-latest")
+    }
+    with store.engine.connect() as conn:
+        keys = [str(k) for (k,) in conn.execute(sa.select(contexts.c.key))]
+    rec.set_known_flaky(store, key, {(t, c) for t, _ in everywhere for c in keys})
+    scope = Scope(store, cast(Port, None), 0, REPO, 0, key, Options())
+    now = datetime(2026, 3, 31, 13, tzinfo=UTC)
+    asked: list[set[str]] = []
+    real = store.history
+
+    def history(*args: Any, **kwargs: Any) -> list[TestHistory]:
+        asked.append(set(args[1]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "history", history)
+    report_now = assessing.assess(scope, "head", now)
+    monkeypatch.setattr(assessing, "still_known_flaky", lambda *_: set())
+    whole = assessing.assess(scope, "head", now)
+    assert report_now == whole
+    assert report_now.findings and report_now.known_flaky_now and report_now.no_longer_flaky
+    # the known tests that did not fail here asked on their failed commits, the last day first; judged whole:
+    # the one that failed here, and the known ones with no same-code pair in the last 7 days
+    first, then, judged, _ = asked
+    assert first == {f"tests.mod::{t}" for t in ("single", "clean", "recent", "older", "gone", "other")}
+    assert then == first - {"tests.mod::recent"}
+    assert judged == {f"tests.mod::{t}" for t in ("flaky", "single", "clean", "gone", "other")}

@@ -290,7 +290,13 @@ class Store:
     # reading
 
     def history(
-        self, repo: str, test_ids: Iterable[str] | None = None, since: str | None = None, *, timed: bool = True
+        self,
+        repo: str,
+        test_ids: Iterable[str] | None = None,
+        since: str | None = None,
+        *,
+        timed: bool = True,
+        failed_commits: bool = False,
     ) -> list[TestHistory]:
         """Every stored observation of the repository's tests (or of the named ones), per test and context;
         with ``since`` (an ISO time in the stored form), only reports that started then or later, and
@@ -298,6 +304,10 @@ class Store:
 
         ``timed=False`` (judging, where only the seconds on a commit the test failed or retried on are
         added up) leaves a plain pass's seconds at 0.0 except there, and decodes no report's durations.
+
+        ``failed_commits=True`` keeps only the observations on the commits where the test failed, per context
+        (their ``order`` counts the reports read): enough for ``bot.core.verdicts.known_flaky`` to find a
+        same-code pass and failure, not to judge a history.
 
         Reports are ordered by when they ran (``started_at``, then ``run_index``), then by commit, attempt
         and run, so the result does not depend on the order in which files were read or runs delivered.
@@ -308,7 +318,7 @@ class Store:
             if repo_key is None:
                 return []
             rows = history_rows(conn, repo_key, wanted, since, timed=timed)
-        return histories(rows, timed=timed)
+        return histories(rows, timed=timed, failed_commits=failed_commits)
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:

@@ -113,6 +113,8 @@ class HistoryRows(NamedTuple):
     manifests: dict[int, Any]  # by id: the manifests the reports point at
     kept: list[Any]  # the wanted tests' observation rows: results with a failure or a retry
     pass_seconds: dict[tuple[int, int], float]  # (report, test) -> seconds, unless ``timed``
+    # (context, commit) -> the tests that failed there, when only those commits are read (``histories``)
+    failed: dict[tuple[int, str], set[int]] | None = None
 
 
 def history_rows(
@@ -212,9 +214,14 @@ def _entries(manifest: Any, info: dict[int, Any]) -> list[_Entry]:
     ]
 
 
-def histories(rows: HistoryRows, *, timed: bool) -> list[TestHistory]:
-    """The observation lists, per test and context, filled report by report in the order the reports ran."""
+def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -> list[TestHistory]:
+    """The observation lists, per test and context, filled report by report in the order the reports ran.
+
+    ``failed_commits``: only the observations on the commits where the test failed (in that context), which
+    is all a same-code pass and failure (``bot.core.verdicts.known_flaky``) can be found in."""
     info, context_keys, report_rows = rows.tests, rows.context_keys, rows.reports
+    if failed_commits:
+        report_rows, rows = _on_failed_commits(rows)
     # a total order on what was executed, never on when it was stored: two runs of one commit that started
     # in the same second are told apart by their run ids, so the evidence reads the same whoever stored first
     report_rows.sort(
@@ -237,13 +244,15 @@ def histories(rows: HistoryRows, *, timed: bool) -> list[TestHistory]:
         return history.observations
 
     pass_seconds = rows.pass_seconds
+    failed = rows.failed
     for order, r in enumerate(report_rows):
         by_test = lists.setdefault(r.context_id, {})
         report_id, commit, attempt, run_id, started = r.id, r.commit_sha, r.attempt, r.run_id, r.started_at
         mine = kept.get(report_id, {})
         ms = codec.ms_at(r.passed_ms) if timed else None
+        only = None if failed is None else failed[(r.context_id, commit)]
         for position, test_pk, skipped in entries[r.manifest_id]:
-            if test_pk in mine:
+            if test_pk in mine or (only is not None and test_pk not in only):
                 continue
             if skipped:
                 outcome, secs = SKIPPED, 0.0
@@ -270,3 +279,16 @@ def histories(rows: HistoryRows, *, timed: bool) -> list[TestHistory]:
                 )
             )
     return sorted(found.values(), key=lambda h: (h.test_id, h.context))
+
+
+def _on_failed_commits(rows: HistoryRows) -> tuple[list[Any], HistoryRows]:
+    """The reports of the commits on which a wanted test failed (per context), and the rows narrowed to
+    them: the tests that failed on each, and their kept results there."""
+    where = {int(r.id): (int(r.context_id), str(r.commit_sha)) for r in rows.reports}
+    failed: dict[tuple[int, str], set[int]] = {}
+    for row in rows.kept:
+        if any(a[0] in "FE" for a in json.loads(row.attempts)):
+            failed.setdefault(where[int(row.report_id)], set()).add(int(row.test_id))
+    kept = [row for row in rows.kept if int(row.test_id) in failed.get(where[int(row.report_id)], ())]
+    reports_there = [r for r in rows.reports if (int(r.context_id), str(r.commit_sha)) in failed]
+    return reports_there, rows._replace(reports=reports_there, kept=kept, failed=failed)
