@@ -154,11 +154,13 @@ def flip_score(
     halves every ``HALF_LIFE_COMMITS`` newer commits, so reruns of one commit age together.
     """
     sequence = [(o.commit, c in "FE") for o in observations for c in o.outcomes if c != "S"]
-    commits = {commit: i for i, (commit, _) in enumerate(groups if groups is not None else by_commit(observations))}
-    newest = len(commits) - 1
+    ordered = groups if groups is not None else by_commit(observations)
+    newest = len(ordered) - 1
+    # each commit's weight worked out once, not once per attempt
+    weight = {commit: 0.5 ** ((newest - i) / HALF_LIFE_COMMITS) for i, (commit, _) in enumerate(ordered)}
     weighted = total = 0.0
     for (commit_a, fail_a), (commit_b, fail_b) in pairwise(sequence):
-        recency = 0.5 ** ((newest - commits[commit_b]) / HALF_LIFE_COMMITS)
+        recency = weight[commit_b]
         total += recency
         if fail_a != fail_b:
             weighted += recency * (SAME_COMMIT_FLIP if commit_a == commit_b else CROSS_COMMIT_FLIP)
@@ -312,9 +314,9 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
     Undated observations (local files without run times) cannot be placed in time and are left out.
     """
     since = now - timedelta(days=KNOWN_FLAKY_DAYS)
-    recent = [
-        o for o in observations if o.started_at and since <= parse_time(o.started_at) <= now and o.outcomes != "S"
-    ]
+    # each time parsed once: a history's observations share their reports' few times
+    inside = {value: since <= parse_time(value) <= now for value in {o.started_at for o in observations} if value}
+    recent = [o for o in observations if o.started_at and inside[o.started_at] and o.outcomes != "S"]
     pairs = sum(1 for _, obs in by_commit(recent) if _flaky_on(obs))
     if not pairs:
         return None
