@@ -6,6 +6,7 @@ each judgement carries its evidence in one line a person can check.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -193,6 +194,7 @@ def in_window(observations: Sequence[Observation], days: int = WINDOW_DAYS) -> l
     return [o for o in observations if not o.started_at or times[o.started_at] >= since]
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every history of a repository shares its reports' times
 def parse_time(value: str) -> datetime:
     """An ISO time as GitHub or a report writes it (``Z`` or an offset); a time without one is UTC.
     Raises ValueError when it is not a time."""
