@@ -125,7 +125,7 @@ def history_rows(
     recent = sa.true() if since is None else sa.or_(started.is_(None), started >= since)
     in_window = sa.and_(reports.c.repo_id == repo_key, recent)
     context_keys = {int(i): str(k) for i, k in conn.execute(sa.select(contexts.c.id, contexts.c.key))}
-    columns = [
+    columns = [  # ``histories`` unpacks them in this order
         reports.c.id,
         reports.c.context_id,
         reports.c.commit_sha,
@@ -224,13 +224,13 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
         report_rows, rows = _on_failed_commits(rows)
     # a total order on what was executed, never on when it was stored: two runs of one commit that started
     # in the same second are told apart by their run ids, so the evidence reads the same whoever stored first
-    report_rows.sort(
-        key=lambda r: (r.started_at or "", r.run_index or 0, r.commit_sha, r.attempt, r.run_id or 0, r.digest, r.id)
-    )
+    # (by position, as ``history_rows`` asks the columns: started_at, run_index, commit_sha, attempt, run_id,
+    # digest, id)
+    report_rows.sort(key=lambda r: (r[6] or "", r[5] or 0, r[2], r[3], r[4] or 0, r[7], r[0]))
     entries = {mid: _entries(m, info) for mid, m in rows.manifests.items()}
     kept: dict[int, dict[int, tuple[str, str, str]]] = {}
-    for row in rows.kept:
-        kept.setdefault(row.report_id, {})[row.test_id] = (row.attempts, row.message, row.details or "")
+    for report_id, test_pk, attempts, message, details in rows.kept:  # as ``history_rows`` asks them
+        kept.setdefault(report_id, {})[test_pk] = (attempts, message, details or "")
     found: dict[tuple[int, int], TestHistory] = {}
     # the observation lists of one context, by test: filled report by report in time order (a list is
     # never empty once made, so ``get(...) or list_of(...)`` makes each one once)
@@ -245,13 +245,14 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
 
     pass_seconds = rows.pass_seconds
     failed = rows.failed
+    new = tuple.__new__  # an Observation from a tuple of every field, in C: this runs once per observation
     for order, r in enumerate(report_rows):
-        by_test = lists.setdefault(r.context_id, {})
-        report_id, commit, attempt, run_id, started = r.id, r.commit_sha, r.attempt, r.run_id, r.started_at
-        mine = kept.get(report_id, {})
+        report_id, context_id, commit, attempt, run_id, _, started, _, manifest_id = r[:9]  # the columns asked
+        by_test = lists.setdefault(context_id, {})
+        mine = kept.get(report_id) or {}
         ms = codec.ms_at(r.passed_ms) if timed else None
-        only = None if failed is None else failed[(r.context_id, commit)]
-        for position, test_pk, skipped in entries[r.manifest_id]:
+        only = None if failed is None else failed[(context_id, commit)]
+        for position, test_pk, skipped in entries[manifest_id]:
             if test_pk in mine or (only is not None and test_pk not in only):
                 continue
             if skipped:
@@ -260,22 +261,25 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
                 outcome, secs = PASSED, ms[position] / 1000
             else:
                 outcome, secs = PASSED, pass_seconds.get((report_id, test_pk), 0.0)
-            (by_test.get(test_pk) or list_of(test_pk, r.context_id)).append(
-                Observation(order, commit, attempt, run_id, started, outcome, secs)
+            (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
+                new(Observation, (order, commit, attempt, run_id, started, outcome, secs, "", ""))
             )
         for test_pk, (attempts_json, message, details) in mine.items():
             attempts = json.loads(attempts_json)
-            (by_test.get(test_pk) or list_of(test_pk, r.context_id)).append(
-                Observation(
-                    order,
-                    commit,
-                    attempt,
-                    run_id,
-                    started,
-                    "".join(a[0] for a in attempts),
-                    sum(a[1] for a in attempts),
-                    message,
-                    details,
+            (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
+                new(
+                    Observation,
+                    (
+                        order,
+                        commit,
+                        attempt,
+                        run_id,
+                        started,
+                        "".join(a[0] for a in attempts),
+                        sum(a[1] for a in attempts),
+                        message,
+                        details,
+                    ),
                 )
             )
     return sorted(found.values(), key=lambda h: (h.test_id, h.context))
