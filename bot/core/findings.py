@@ -303,8 +303,13 @@ def _finding(
 
 def recent_outcomes(history: TestHistory) -> str:
     """Its last runs that did not skip it, oldest first: ✓ passed, ✗ failed."""
-    marks = [("✗" if o.failed else "✓") for o in history.observations if o.outcomes.replace("S", "")]
-    return "".join(marks[-RECENT_RUNS:])
+    marks = []
+    for o in reversed(history.observations):  # from the newest: only the last few are shown
+        if o.outcomes.replace("S", ""):
+            marks.append("✗" if o.failed else "✓")
+            if len(marks) == RECENT_RUNS:
+                break
+    return "".join(reversed(marks))
 
 
 def first_flaky_day(history: TestHistory, judged: HistoryJudgement) -> str | None:

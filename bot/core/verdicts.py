@@ -11,10 +11,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
 from typing import NamedTuple
 
-from bot.core.observations import OUTCOME_WORDS, Observation, TestHistory, has_failure
+from bot.core.observations import ERROR, FAILED, OUTCOME_WORDS, Observation, TestHistory, has_failure
 from bot.core.verdict_names import SINGLE_FAIL_POLICIES as SINGLE_FAIL_POLICIES
 from bot.core.verdict_names import CommitVerdict as CommitVerdict
 from bot.core.verdict_names import TestVerdict as TestVerdict
@@ -154,18 +153,28 @@ def flip_score(
     A change between two attempts of one commit weighs 1, across commits 1/3; a commit's weight
     halves every ``HALF_LIFE_COMMITS`` newer commits, so reruns of one commit age together.
     """
-    sequence = [(o.commit, c in "FE") for o in observations for c in o.outcomes if c != "S"]
     ordered = groups if groups is not None else by_commit(observations)
     newest = len(ordered) - 1
     # each commit's weight worked out once, not once per attempt
     weight = {commit: 0.5 ** ((newest - i) / HALF_LIFE_COMMITS) for i, (commit, _) in enumerate(ordered)}
     weighted = total = 0.0
-    for (commit_a, fail_a), (commit_b, fail_b) in pairwise(sequence):
-        recency = weight[commit_b]
-        total += recency
-        if fail_a != fail_b:
-            weighted += recency * (SAME_COMMIT_FLIP if commit_a == commit_b else CROSS_COMMIT_FLIP)
-    return (weighted / total if total else 0.0), len(sequence)
+    count = 0
+    before_commit, before_failed = "", False
+    # the attempts that ran, in order, each against the one before it (one pass, no list of pairs)
+    for o in observations:
+        commit = o.commit
+        for c in o.outcomes:
+            if c == "S":
+                continue
+            failed = c == "F" or c == "E"
+            if count:
+                recency = weight[commit]
+                total += recency
+                if failed != before_failed:
+                    weighted += recency * (SAME_COMMIT_FLIP if before_commit == commit else CROSS_COMMIT_FLIP)
+            count += 1
+            before_commit, before_failed = commit, failed
+    return (weighted / total if total else 0.0), count
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +241,13 @@ def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None
     return None
 
 
-def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> HistoryJudgement:
+def history_judgement(
+    history: TestHistory,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    groups_of_all: list[tuple[str, list[Observation]]] | None = None,
+) -> HistoryJudgement:
+    """``groups_of_all``: ``by_commit(history.observations)`` when the caller has it, used when every
+    observation is in the window and ran (the groups are then the same)."""
     observations = in_window(history.observations, thresholds.window_days)
     stable_below, flaky_above = thresholds.stable_below, thresholds.flaky_above
     ran = [o for o in observations if o.outcomes != "S" and o.outcomes.replace("S", "")]
@@ -252,8 +267,8 @@ def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THR
             )
         evidence = f"{counts}; score 0.000, lower bound 0.000 < {stable_below}"
         return HistoryJudgement(TestVerdict.STABLE, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence)
-    groups = by_commit(ran)
-    failed_runs = sum(1 for o in ran if o.failed)
+    groups = groups_of_all if groups_of_all is not None and len(ran) == len(history.observations) else by_commit(ran)
+    failed_runs = sum(1 for o in ran if FAILED in o.outcomes or ERROR in o.outcomes)
     proof = tuple(commit for commit, obs in groups if _flaky_on(obs))
     score, _ = flip_score(ran, groups)
     lower = wilson_lower_bound(score, n)
@@ -322,7 +337,7 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
     pairs = sum(1 for _, obs in by_commit(recent) if _flaky_on(obs))
     if not pairs:
         return None
-    failed = sum(1 for o in recent if o.failed)
+    failed = sum(1 for o in recent if FAILED in o.outcomes or ERROR in o.outcomes)
     return KnownFlaky(len(recent), failed, pairs)
 
 
