@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bot.core.cost import Cost, Rates, cost_of
 from bot.core.identity import ExecutionContext
-from bot.core.observations import ERROR, FAILED, Observation, TestHistory, any_failed
+from bot.core.observations import TestHistory, any_failed
 from bot.core.verdicts import (
     DEFAULT_THRESHOLDS,
     CommitJudgement,
@@ -16,8 +16,8 @@ from bot.core.verdicts import (
     HistoryJudgement,
     TestVerdict,
     Thresholds,
-    by_commit,
     commit_judgement,
+    failed_commits,
     history_judgement,
 )
 
@@ -49,19 +49,10 @@ def judge(
     """A test's history verdict, and a judgement of each commit on which it failed at least once (a commit
     where every attempt passed is counted, not spelled out: most of a large history is just that)."""
     observations = history.observations
-    groups = None
+    seen = len({o.commit for o in observations})
     if not any_failed(observations):
         commits: tuple[CommitJudgement, ...] = ()
-        seen = len({o.commit for o in observations})
     else:
-        groups = by_commit(observations)
-        seen = len(groups)
-        commits = tuple(commit_judgement(sha, obs, policy) for sha, obs in groups if _failed_in(obs))
-    judged = history_judgement(history, thresholds, groups)
+        commits = tuple(commit_judgement(sha, obs, policy) for sha, obs in failed_commits(observations).items())
+    judged = history_judgement(history, thresholds)
     return TestAnalysis(history, judged, commits, cost_of(commits, rates), seen - len(commits))
-
-
-def _failed_in(observations: list[Observation]) -> bool:
-    """``any_failed`` of one commit's few observations, on their letters at once."""
-    letters = "".join([o.outcomes for o in observations])
-    return FAILED in letters or ERROR in letters

@@ -130,6 +130,17 @@ def by_commit(observations: Sequence[Observation]) -> list[tuple[str, list[Obser
     return list(groups.items())
 
 
+def failed_commits(observations: Sequence[Observation]) -> dict[str, list[Observation]]:
+    """``by_commit`` of only the commits with a failure or an error (every observation of each), in the
+    order they first ran: a large history passes on most commits, and no list is made for those."""
+    failing = {o.commit for o in observations if FAILED in o.outcomes or ERROR in o.outcomes}
+    groups: dict[str, list[Observation]] = {}
+    for obs in observations:
+        if obs.commit in failing:
+            groups.setdefault(obs.commit, []).append(obs)
+    return groups
+
+
 def wilson_interval(p: float, n: int, z: float = _Z) -> tuple[float, float]:
     """The Wilson score interval of a rate ``p`` seen over ``n`` trials; (0, 1) with no trial."""
     if n <= 0:
@@ -153,10 +164,15 @@ def flip_score(
     A change between two attempts of one commit weighs 1, across commits 1/3; a commit's weight
     halves every ``HALF_LIFE_COMMITS`` newer commits, so reruns of one commit age together.
     """
-    ordered = groups if groups is not None else by_commit(observations)
+    ordered = [c for c, _ in groups] if groups is not None else list(dict.fromkeys([o.commit for o in observations]))
+    return _flips(observations, ordered)
+
+
+def _flips(observations: Sequence[Observation], ordered: Sequence[str]) -> tuple[float, int]:
+    """``flip_score``, with the commits in the order they first ran."""
     newest = len(ordered) - 1
     # each commit's weight worked out once, not once per attempt
-    weight = {commit: 0.5 ** ((newest - i) / HALF_LIFE_COMMITS) for i, (commit, _) in enumerate(ordered)}
+    weight = {commit: 0.5 ** ((newest - i) / HALF_LIFE_COMMITS) for i, commit in enumerate(ordered)}
     weighted = total = 0.0
     count = 0
     before_commit, before_failed = "", False
@@ -241,13 +257,7 @@ def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None
     return None
 
 
-def history_judgement(
-    history: TestHistory,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-    groups_of_all: list[tuple[str, list[Observation]]] | None = None,
-) -> HistoryJudgement:
-    """``groups_of_all``: ``by_commit(history.observations)`` when the caller has it, used when every
-    observation is in the window and ran (the groups are then the same)."""
+def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> HistoryJudgement:
     observations = in_window(history.observations, thresholds.window_days)
     stable_below, flaky_above = thresholds.stable_below, thresholds.flaky_above
     ran = [o for o in observations if o.outcomes != "S" and o.outcomes.replace("S", "")]
@@ -267,22 +277,24 @@ def history_judgement(
             )
         evidence = f"{counts}; score 0.000, lower bound 0.000 < {stable_below}"
         return HistoryJudgement(TestVerdict.STABLE, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence)
-    groups = groups_of_all if groups_of_all is not None and len(ran) == len(history.observations) else by_commit(ran)
+    # the commits in the order they first ran; only those with a failure grouped (a proof needs one)
+    ordered = list(dict.fromkeys([o.commit for o in ran]))
+    commits = len(ordered)
     failed_runs = sum(1 for o in ran if FAILED in o.outcomes or ERROR in o.outcomes)
-    proof = tuple(commit for commit, obs in groups if _flaky_on(obs))
-    score, _ = flip_score(ran, groups)
+    proof = tuple(commit for commit, obs in failed_commits(ran).items() if _flaky_on(obs))
+    score, _ = _flips(ran, ordered)
     lower = wilson_lower_bound(score, n)
-    counts = f"failed {failed_runs} of {len(ran)} runs on {_plural(len(groups), 'commit')}"
+    counts = f"failed {failed_runs} of {len(ran)} runs on {_plural(commits, 'commit')}"
     numbers = f"score {score:.3f}, lower bound {lower:.3f}"
 
     def verdict(v: TestVerdict, evidence: str, first_failing: str | None = None) -> HistoryJudgement:
-        return HistoryJudgement(v, score, lower, n, len(ran), failed_runs, len(groups), proof, first_failing, evidence)
+        return HistoryJudgement(v, score, lower, n, len(ran), failed_runs, commits, proof, first_failing, evidence)
 
     if proof:
         named = ", ".join(short(c) for c in proof[:5]) + (", …" if len(proof) > 5 else "")
         return verdict(
             TestVerdict.FLAKY,
-            f"passed and failed on the same commit on {len(proof)} of {_plural(len(groups), 'commit')} "
+            f"passed and failed on the same commit on {len(proof)} of {_plural(commits, 'commit')} "
             f"({named}); {counts}; {numbers}",
         )
     if n < MIN_OBSERVATIONS:
@@ -291,6 +303,7 @@ def history_judgement(
         )
     if failed_runs == len(ran):
         return verdict(TestVerdict.BROKEN, f"{counts}: fails every time, not flaky")
+    groups = by_commit(ran)
     first_failing = _change_point(groups)
     if first_failing is not None:
         before = next(i for i, (c, _) in enumerate(groups) if c == first_failing)
