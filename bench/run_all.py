@@ -28,6 +28,7 @@ FULL = {
     "e2e-2": ["--runs", "60", "--workers", "2"],
     "e2e-4": ["--runs", "60", "--workers", "4"],
     "replay": ["--seed", "1"],
+    "judging": ["--tests", "1000,10000,50000"],
 }
 QUICK = {
     "parse": [
@@ -52,6 +53,7 @@ QUICK = {
     "e2e-2": ["--runs", "12", "--workers", "2"],
     "e2e-4": ["--runs", "12", "--workers", "4"],
     "replay": ["--seed", "1", "--weeks", "1"],
+    "judging": ["--tests", "1000,10000", "--quick"],
 }
 # targets that run one module with different arguments
 MODULE = {"e2e-2": "e2e", "e2e-4": "e2e"}

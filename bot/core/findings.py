@@ -186,15 +186,18 @@ def commit_report(
     automatic: Collection[tuple[int, int]] = (),
     timings: Mapping[tuple[int, int], RerunTiming] | None = None,
     quarantine: Quarantine = NO_QUARANTINE,
+    still_known: Collection[tuple[str, str]] = (),
 ) -> CommitReport:
     """``default_commits``: the commits that ran on the default branch (``branch``) in the window;
     ``base_commits``: the pull request's base commits. They give the words ``broken``, ``regression`` and
     ``new failure`` (``bot.core.baseline``). ``automatic``: (run id, attempt) of the attempts an automatic
     rerun started. ``timings``: the rerun attempts of the commit as GitHub timed them (measured cost).
     ``quarantine``: the repository's quarantine file; a quarantined test's failure is not held against the
-    change."""
+    change. ``still_known``: (test id, context key) found known flaky now among the previously known tests
+    that did not fail on the commit, whose histories the caller did not read for that reason: they stay
+    remembered."""
     findings = []
-    known_now: set[tuple[str, str]] = set()
+    known_now: set[tuple[str, str]] = set(still_known)
     ended = []
     where = _Where(
         head_sha, policy, rates, thresholds, gate_policy, branch, default_commits, base_commits, automatic, quarantine
@@ -300,8 +303,13 @@ def _finding(
 
 def recent_outcomes(history: TestHistory) -> str:
     """Its last runs that did not skip it, oldest first: ✓ passed, ✗ failed."""
-    marks = [("✗" if o.failed else "✓") for o in history.observations if o.outcomes.replace("S", "")]
-    return "".join(marks[-RECENT_RUNS:])
+    marks = []
+    for o in reversed(history.observations):  # from the newest: only the last few are shown
+        if o.outcomes.replace("S", ""):
+            marks.append("✗" if o.failed else "✓")
+            if len(marks) == RECENT_RUNS:
+                break
+    return "".join(reversed(marks))
 
 
 def first_flaky_day(history: TestHistory, judged: HistoryJudgement) -> str | None:

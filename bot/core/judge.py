@@ -16,8 +16,8 @@ from bot.core.verdicts import (
     HistoryJudgement,
     TestVerdict,
     Thresholds,
-    by_commit,
     commit_judgement,
+    failed_commits,
     history_judgement,
 )
 
@@ -49,12 +49,10 @@ def judge(
     """A test's history verdict, and a judgement of each commit on which it failed at least once (a commit
     where every attempt passed is counted, not spelled out: most of a large history is just that)."""
     observations = history.observations
+    seen = len(commits_of(observations))
     if not any_failed(observations):
         commits: tuple[CommitJudgement, ...] = ()
-        seen = len(commits_of(observations))
     else:
-        groups = by_commit(observations)
-        seen = len(groups)
-        commits = tuple(commit_judgement(sha, obs, policy) for sha, obs in groups if any_failed(obs))
+        commits = tuple(commit_judgement(sha, obs, policy) for sha, obs in failed_commits(observations).items())
     judged = history_judgement(history, thresholds)
     return TestAnalysis(history, judged, commits, cost_of(commits, rates), seen - len(commits))

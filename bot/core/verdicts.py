@@ -12,10 +12,18 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
 from typing import NamedTuple
 
-from bot.core.observations import OUTCOME_WORDS, Observation, TestHistory, commits_of, has_failure, letters_of
+from bot.core.observations import (
+    ERROR,
+    FAILED,
+    OUTCOME_WORDS,
+    Observation,
+    TestHistory,
+    commits_of,
+    has_failure,
+    letters_of,
+)
 from bot.core.verdict_names import SINGLE_FAIL_POLICIES as SINGLE_FAIL_POLICIES
 from bot.core.verdict_names import CommitVerdict as CommitVerdict
 from bot.core.verdict_names import TestVerdict as TestVerdict
@@ -132,6 +140,17 @@ def by_commit(observations: Sequence[Observation]) -> list[tuple[str, list[Obser
     return list(groups.items())
 
 
+def failed_commits(observations: Sequence[Observation]) -> dict[str, list[Observation]]:
+    """``by_commit`` of only the commits with a failure or an error (every observation of each), in the
+    order they first ran: a large history passes on most commits, and no list is made for those."""
+    failing = {o.commit for o in observations if FAILED in o.outcomes or ERROR in o.outcomes}
+    groups: dict[str, list[Observation]] = {}
+    for obs in observations:
+        if obs.commit in failing:
+            groups.setdefault(obs.commit, []).append(obs)
+    return groups
+
+
 def wilson_interval(p: float, n: int, z: float = _Z) -> tuple[float, float]:
     """The Wilson score interval of a rate ``p`` seen over ``n`` trials; (0, 1) with no trial."""
     if n <= 0:
@@ -155,16 +174,33 @@ def flip_score(
     A change between two attempts of one commit weighs 1, across commits 1/3; a commit's weight
     halves every ``HALF_LIFE_COMMITS`` newer commits, so reruns of one commit age together.
     """
-    sequence = [(o.commit, c in "FE") for o in observations for c in o.outcomes if c != "S"]
-    commits = {commit: i for i, (commit, _) in enumerate(groups if groups is not None else by_commit(observations))}
-    newest = len(commits) - 1
+    ordered = [c for c, _ in groups] if groups is not None else list(dict.fromkeys([o.commit for o in observations]))
+    return _flips(observations, ordered)
+
+
+def _flips(observations: Sequence[Observation], ordered: Sequence[str]) -> tuple[float, int]:
+    """``flip_score``, with the commits in the order they first ran."""
+    newest = len(ordered) - 1
+    # each commit's weight worked out once, not once per attempt
+    weight = {commit: 0.5 ** ((newest - i) / HALF_LIFE_COMMITS) for i, commit in enumerate(ordered)}
     weighted = total = 0.0
-    for (commit_a, fail_a), (commit_b, fail_b) in pairwise(sequence):
-        recency = 0.5 ** ((newest - commits[commit_b]) / HALF_LIFE_COMMITS)
-        total += recency
-        if fail_a != fail_b:
-            weighted += recency * (SAME_COMMIT_FLIP if commit_a == commit_b else CROSS_COMMIT_FLIP)
-    return (weighted / total if total else 0.0), len(sequence)
+    count = 0
+    before_commit, before_failed = "", False
+    # the attempts that ran, in order, each against the one before it (one pass, no list of pairs)
+    for o in observations:
+        commit = o.commit
+        for c in o.outcomes:
+            if c == "S":
+                continue
+            failed = c == "F" or c == "E"
+            if count:
+                recency = weight[commit]
+                total += recency
+                if failed != before_failed:
+                    weighted += recency * (SAME_COMMIT_FLIP if before_commit == commit else CROSS_COMMIT_FLIP)
+            count += 1
+            before_commit, before_failed = commit, failed
+    return (weighted / total if total else 0.0), count
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +241,7 @@ def _window(dated: frozenset[str], days: int) -> tuple[datetime, bool]:
     return since, min(times) >= since
 
 
-@functools.lru_cache(maxsize=4096)  # a history's observations share their reports' few times
+@functools.lru_cache(maxsize=1 << 16)  # every history of a repository shares its reports' times (~6,000 a month)
 def parse_time(value: str) -> datetime:
     """An ISO time as GitHub or a report writes it (``Z`` or an offset); a time without one is UTC.
     Raises ValueError when it is not a time."""
@@ -263,22 +299,24 @@ def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THR
             )
         evidence = f"{counts}; score 0.000, lower bound 0.000 < {stable_below}"
         return HistoryJudgement(TestVerdict.STABLE, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence)
-    groups = by_commit(ran)
-    failed_runs = sum(1 for o in ran if o.failed)
-    proof = tuple(commit for commit, obs in groups if _flaky_on(obs))
-    score, _ = flip_score(ran, groups)
+    # the commits in the order they first ran; only those with a failure grouped (a proof needs one)
+    ordered = list(dict.fromkeys([o.commit for o in ran]))
+    commits = len(ordered)
+    failed_runs = sum(1 for o in ran if FAILED in o.outcomes or ERROR in o.outcomes)
+    proof = tuple(commit for commit, obs in failed_commits(ran).items() if _flaky_on(obs))
+    score, _ = _flips(ran, ordered)
     lower = wilson_lower_bound(score, n)
-    counts = f"failed {failed_runs} of {len(ran)} runs on {_plural(len(groups), 'commit')}"
+    counts = f"failed {failed_runs} of {len(ran)} runs on {_plural(commits, 'commit')}"
     numbers = f"score {score:.3f}, lower bound {lower:.3f}"
 
     def verdict(v: TestVerdict, evidence: str, first_failing: str | None = None) -> HistoryJudgement:
-        return HistoryJudgement(v, score, lower, n, len(ran), failed_runs, len(groups), proof, first_failing, evidence)
+        return HistoryJudgement(v, score, lower, n, len(ran), failed_runs, commits, proof, first_failing, evidence)
 
     if proof:
         named = ", ".join(short(c) for c in proof[:5]) + (", …" if len(proof) > 5 else "")
         return verdict(
             TestVerdict.FLAKY,
-            f"passed and failed on the same commit on {len(proof)} of {_plural(len(groups), 'commit')} "
+            f"passed and failed on the same commit on {len(proof)} of {_plural(commits, 'commit')} "
             f"({named}); {counts}; {numbers}",
         )
     if n < MIN_OBSERVATIONS:
@@ -287,6 +325,7 @@ def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THR
         )
     if failed_runs == len(ran):
         return verdict(TestVerdict.BROKEN, f"{counts}: fails every time, not flaky")
+    groups = by_commit(ran)
     first_failing = _change_point(groups)
     if first_failing is not None:
         before = next(i for i, (c, _) in enumerate(groups) if c == first_failing)
@@ -327,13 +366,13 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
     Undated observations (local files without run times) cannot be placed in time and are left out.
     """
     since = now - timedelta(days=KNOWN_FLAKY_DAYS)
-    recent = [
-        o for o in observations if o.started_at and since <= parse_time(o.started_at) <= now and o.outcomes != "S"
-    ]
+    # each time parsed once: a history's observations share their reports' few times
+    inside = {value: since <= parse_time(value) <= now for value in {o.started_at for o in observations} if value}
+    recent = [o for o in observations if o.started_at and inside[o.started_at] and o.outcomes != "S"]
     pairs = sum(1 for _, obs in by_commit(recent) if _flaky_on(obs))
     if not pairs:
         return None
-    failed = sum(1 for o in recent if o.failed)
+    failed = sum(1 for o in recent if FAILED in o.outcomes or ERROR in o.outcomes)
     return KnownFlaky(len(recent), failed, pairs)
 
 

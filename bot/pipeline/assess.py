@@ -8,33 +8,57 @@ however long the repository's history is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable
+import gc
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from bot.core.cost import RerunTiming
 from bot.core.findings import CommitReport, Conclusion, GatePolicy, commit_report
-from bot.core.verdicts import parse_optional_time, stored_time
+from bot.core.verdicts import KNOWN_FLAKY_DAYS, known_flaky, parse_optional_time, stored_time
 from bot.pipeline.scope import Scope
 from bot.store import Store, repository
 from bot.store import records as rec
 
 
 def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[str] = ()) -> CommitReport:
+    with _collector_paused():
+        return _assess(scope, head_sha, now, base_commits)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector held off while a commit is read and judged: the histories are hundreds of
+    thousands of small objects with no cycle between them, and each collection on the way walks them all
+    again (about half of assess's time at 10,000 tests). It runs when it is turned back on."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[str]) -> CommitReport:
     store, key, settings = scope.store, scope.repo_key, scope.options.settings
     previously = frozenset(k for k in rec.known_flaky_keys(store, key) if not settings.ignores(k[0]))
     on_commit = {t for t in rec.tests_on_commit(store, key, head_sha) if not settings.ignores(t)}
-    wanted = on_commit | {t for t, _ in previously}
     summary = rec.commit_summary(store, key, head_sha)
     problems = repository.problems_of_commit(store, key, head_sha)
     thresholds = settings.history.thresholds()
     # GitHub's times read "2026-12-01T10:00:00Z": in that form the window is a string comparison
     since = stored_time(now - timedelta(days=thresholds.window_days))
+    still = still_known_flaky(scope, {t for t, _ in previously} - on_commit, since, now)
+    # a known-flaky test that did not fail here is only remembered or announced recovered: its whole history
+    # is judged only when no same-code pass and failure of the last 7 days keeps it remembered
+    wanted = on_commit | {t for t, c in previously if t not in on_commit and (t, c) not in still}
     branch = repository.default_branch(store, key)
     on_branch = repository.commits_on_branch(store, key, branch, since) if branch else set()
     report = commit_report(
         scope.repo,
         head_sha,
-        store.history(scope.repo, wanted, since),
+        store.history(scope.repo, wanted, since, timed=False),
         policy=scope.options.policy,
         rates=scope.options.rates,
         now=now,
@@ -59,8 +83,32 @@ def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[
         },
         timings=rerun_timings(scope, head_sha),
         quarantine=scope.options.quarantine,
+        still_known=still,
     )
     return dataclasses.replace(report, skipped=summary.skipped, seconds=summary.seconds)
+
+
+def still_known_flaky(scope: Scope, test_ids: set[str], since: str, now: datetime) -> set[tuple[str, str]]:
+    """(test id, context key) of ``test_ids`` known flaky at ``now`` (``known_flaky``: a pass and a failure
+    on the same code in the last 7 days), in every context they ran in, from the commits they failed on in
+    those days only. The reports are asked from a day before the 7 days (``since`` at the latest), so that a
+    stored time with an offset is not left out; ``known_flaky`` then places each one exactly.
+
+    The last day is asked first: a pair found in part of the 7 days is one in all of them, and a flaky test
+    mostly has one there; only the tests without one are asked the whole 7 days."""
+    found: set[tuple[str, str]] = set()
+    for days in (1, KNOWN_FLAKY_DAYS + 1):
+        if not test_ids:
+            break
+        recent = max(since, stored_time(now - timedelta(days=days)))
+        read = scope.store.history(scope.repo, test_ids, recent, timed=False, failed_commits=True)
+        known = {(h.test_id, h.context) for h in read if known_flaky(h.observations, now)}
+        found |= known
+        # a test is done when it is known flaky in every context it ran in (the others may still be)
+        test_ids = {h.test_id for h in read if (h.test_id, h.context) not in known} | (
+            test_ids - {h.test_id for h in read}
+        )
+    return found
 
 
 def rerun_timings(scope: Scope, head_sha: str) -> dict[tuple[int, int], RerunTiming]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import sqlite3
 import time
@@ -11,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -19,13 +18,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
 from bot.core.identity import RunIdentity
-from bot.core.observations import LETTER, PASSED, SKIPPED, Observation, TestHistory
-from bot.core.results import Outcome, Report, TestResult
+from bot.core.observations import LETTER, TestHistory
+from bot.core.results import Report, TestResult
 from bot.store import codec
-from bot.store.schema import contexts, observations, reports, repos, tests
+from bot.store.layout import Split, histories, history_rows, pass_time_rows, test_key
+from bot.store.schema import contexts, manifests, observations, pass_times, reports, repos, tests
 
 # The newest migration in migrations/versions (a test checks it against alembic's own view).
-SCHEMA_HEAD = "0011"
+SCHEMA_HEAD = "0012"
 # the PostgreSQL advisory lock held while migrating (any 64-bit number no other tool uses)
 MIGRATION_LOCK = 0x666C616B65_7461
 _BATCH = 500
@@ -49,10 +49,6 @@ def normalise_url(url: str) -> str:
     if url.startswith(("postgres://", "postgresql://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
-
-
-def _key(test_id: str) -> str:
-    return hashlib.sha256(test_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _attempts_json(result: TestResult) -> str:
@@ -188,7 +184,7 @@ class Store:
         cache = self._test_pks.setdefault(repo_key, {})
         unknown = [r for r in results if r.id not in cache]
         if unknown:
-            keys = {_key(r.id): r for r in unknown}
+            keys = {test_key(r.id): r for r in unknown}
             cache.update(self._lookup(conn, repo_key, keys))
             missing = [
                 {
@@ -228,17 +224,8 @@ class Store:
             repo_key = self.repo_key(conn, run.repo, run.installation_id)
             context_id = self._id(conn, contexts, {"key": run.context.key()}, {})
             ids = self._test_ids(conn, repo_key, report.results)
-            passed: dict[int, float] = {}
-            skipped: set[int] = set()
-            kept: list[tuple[int, TestResult]] = []
-            for test_pk, result in zip(ids, report.results, strict=True):
-                if len(result.attempts) == 1 and result.outcome is Outcome.PASSED:
-                    passed[test_pk] = result.attempts[0].duration
-                elif len(result.attempts) == 1 and result.outcome is Outcome.SKIPPED:
-                    skipped.add(test_pk)
-                else:
-                    kept.append((test_pk, result))
-            order = sorted(passed)
+            split = Split.of(ids, report.results)
+            manifest_id = self._manifest(conn, repo_key, split)
             inserted = conn.execute(
                 self._insert(reports)
                 .values(
@@ -254,16 +241,18 @@ class Store:
                     digest=report.digest,
                     artifact_id=run.artifact_id,
                     results=len(report.results),
-                    passed_ids=codec.pack_ids(order),
-                    passed_ms=codec.pack_ms([passed[i] for i in order]),
-                    skipped_ids=codec.pack_ids(sorted(skipped)),
+                    manifest_id=manifest_id,
+                    passed=len(split.passed),
+                    skipped=len(split.skipped),
+                    passed_seconds=sum(codec.stored_seconds(split.passed[i]) for i in sorted(split.passed)),
+                    passed_ms=codec.pack_ms([split.passed.get(i, 0.0) for i in split.ran]),
                 )
                 .on_conflict_do_nothing()
                 .returning(reports.c.id)
             ).scalar()
             if inserted is None:  # another worker stored it a moment ago
                 return False
-            if kept:
+            if split.kept:
                 conn.execute(
                     observations.insert(),
                     [
@@ -276,17 +265,49 @@ class Store:
                             "message": result.message,
                             "details": result.details or None,
                         }
-                        for test_pk, result in kept
+                        for test_pk, result in split.kept
                     ],
                 )
+            siblings = sa.and_(
+                reports.c.repo_id == repo_key, reports.c.commit_sha == run.commit, reports.c.context_id == context_id
+            )
+            times = pass_time_rows(conn, inserted, siblings, split)
+            for start in range(0, len(times), _BATCH):
+                conn.execute(self._insert(pass_times).on_conflict_do_nothing(), times[start : start + _BATCH])
         return True
+
+    def _manifest(self, conn: Connection, repo_key: int, split: Split) -> int:
+        """The id of the manifest of these tests and skips, stored when no report held them before."""
+        skipped = sorted(split.skipped)
+        digest = codec.ids_digest(split.ran, skipped)
+        values = {
+            "tests": len(split.ran),
+            "test_ids": codec.pack_ids(split.ran),
+            "skipped_ids": codec.pack_ids(skipped),
+        }
+        return self._id(conn, manifests, {"repo_id": repo_key, "digest": digest}, values)
 
     # reading
 
-    def history(self, repo: str, test_ids: Iterable[str] | None = None, since: str | None = None) -> list[TestHistory]:
+    def history(
+        self,
+        repo: str,
+        test_ids: Iterable[str] | None = None,
+        since: str | None = None,
+        *,
+        timed: bool = True,
+        failed_commits: bool = False,
+    ) -> list[TestHistory]:
         """Every stored observation of the repository's tests (or of the named ones), per test and context;
         with ``since`` (an ISO time in the stored form), only reports that started then or later, and
-        undated ones.
+        undated ones. Only the named tests' rows are read, and each distinct manifest is decoded once.
+
+        ``timed=False`` (judging, where only the seconds on a commit the test failed or retried on are
+        added up) leaves a plain pass's seconds at 0.0 except there, and decodes no report's durations.
+
+        ``failed_commits=True`` keeps only the observations on the commits where the test failed, per context
+        (their ``order`` counts the reports read): enough for ``bot.core.verdicts.known_flaky`` to find a
+        same-code pass and failure, not to judge a history.
 
         Reports are ordered by when they ran (``started_at``, then ``run_index``), then by commit, attempt
         and run, so the result does not depend on the order in which files were read or runs delivered.
@@ -296,8 +317,8 @@ class Store:
             repo_key = conn.execute(sa.select(repos.c.id).where(repos.c.full_name == repo)).scalar()
             if repo_key is None:
                 return []
-            rows = _history_rows(conn, repo_key, wanted, since)
-        return _histories(rows)
+            rows = history_rows(conn, repo_key, wanted, since, timed=timed)
+        return histories(rows, timed=timed, failed_commits=failed_commits)
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
@@ -305,117 +326,6 @@ class Store:
                 t.name: int(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one())
                 for t in (repos, contexts, tests, reports, observations)
             }
-
-
-class _HistoryRows(NamedTuple):
-    tests: dict[int, Any]  # the wanted tests' rows, by row id
-    context_keys: dict[int, str]
-    reports: list[Any]
-    kept: list[Any]  # observation rows: results with a failure or a retry
-
-
-def _history_rows(conn: Connection, repo_key: int, wanted: set[str] | None, since: str | None) -> _HistoryRows:
-    test_rows = conn.execute(
-        sa.select(
-            tests.c.id,
-            tests.c.test_id,
-            tests.c.family,
-            tests.c.classname,
-            tests.c.name,
-            tests.c.file,
-            tests.c.line,
-        ).where(tests.c.repo_id == repo_key)
-    ).all()
-    info = {row.id: row for row in test_rows if wanted is None or row.test_id in wanted}
-    started = reports.c.started_at
-    recent = sa.true() if since is None else sa.or_(started.is_(None), started >= since)
-    context_keys = {int(i): str(k) for i, k in conn.execute(sa.select(contexts.c.id, contexts.c.key))}
-    report_rows = list(
-        conn.execute(
-            sa.select(
-                reports.c.id,
-                reports.c.context_id,
-                reports.c.commit_sha,
-                reports.c.attempt,
-                reports.c.run_id,
-                reports.c.run_index,
-                reports.c.started_at,
-                reports.c.digest,
-                reports.c.passed_ids,
-                reports.c.passed_ms,
-                reports.c.skipped_ids,
-            ).where(reports.c.repo_id == repo_key, recent)
-        )
-    )
-    kept_rows = conn.execute(
-        sa.select(
-            observations.c.report_id,
-            observations.c.test_id,
-            observations.c.attempts,
-            observations.c.message,
-            observations.c.details,
-        )
-        .join(reports, reports.c.id == observations.c.report_id)
-        .where(reports.c.repo_id == repo_key, recent)
-    ).all()
-    return _HistoryRows(info, context_keys, report_rows, list(kept_rows))
-
-
-def _histories(rows: _HistoryRows) -> list[TestHistory]:
-    """The observation lists, per test and context, filled report by report in the order the reports ran."""
-    info, context_keys, report_rows, kept_rows = rows
-    # a total order on what was executed, never on when it was stored: two runs of one commit that started
-    # in the same second are told apart by their run ids, so the evidence reads the same whoever stored first
-    report_rows.sort(
-        key=lambda r: (r.started_at or "", r.run_index or 0, r.commit_sha, r.attempt, r.run_id or 0, r.digest, r.id)
-    )
-    kept: dict[int, list[tuple[int, str, str, str]]] = {}
-    for row in kept_rows:
-        kept.setdefault(row.report_id, []).append((row.test_id, row.attempts, row.message, row.details or ""))
-    histories: dict[tuple[int, int], TestHistory] = {}
-    # the observation lists of one context, by test: filled report by report in time order (a list is
-    # never empty once made, so ``get(...) or list_of(...)`` makes each one once)
-    lists: dict[int, dict[int, list[Observation]]] = {}
-
-    def list_of(test_pk: int, context_id: int) -> list[Observation]:
-        t = info[test_pk]
-        history = TestHistory(t.test_id, t.family, t.classname, t.name, t.file, t.line, context_keys[context_id])
-        histories[(test_pk, context_id)] = history
-        lists[context_id][test_pk] = history.observations
-        return history.observations
-
-    for order, r in enumerate(report_rows):
-        by_test = lists.setdefault(r.context_id, {})
-        context_id, commit, attempt, run_id, started = r.context_id, r.commit_sha, r.attempt, r.run_id, r.started_at
-        passed = codec.unpack_ids(r.passed_ids)
-        seconds = codec.unpack_ms(r.passed_ms)
-        for test_pk, secs in zip(passed, seconds, strict=True):
-            if test_pk in info:
-                (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
-                    Observation(order, commit, attempt, run_id, started, PASSED, secs)
-                )
-        for test_pk in codec.unpack_ids(r.skipped_ids):
-            if test_pk in info:
-                (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
-                    Observation(order, commit, attempt, run_id, started, SKIPPED, 0.0)
-                )
-        for test_pk, attempts_json, message, details in kept.get(r.id, ()):
-            if test_pk in info:
-                attempts = json.loads(attempts_json)
-                (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
-                    Observation(
-                        order,
-                        commit,
-                        attempt,
-                        run_id,
-                        started,
-                        "".join(a[0] for a in attempts),
-                        sum(a[1] for a in attempts),
-                        message,
-                        details,
-                    )
-                )
-    return sorted(histories.values(), key=lambda h: (h.test_id, h.context))
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

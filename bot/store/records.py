@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 
 from bot.core.verdicts import stored_time
-from bot.store import Store, codec
+from bot.store import Store
 from bot.store.schema import (
     check_runs,
     comments,
@@ -382,19 +382,20 @@ class CommitSummary(NamedTuple):
 
 
 def commit_summary(store: Store, repo_key: int, head_sha: str) -> CommitSummary:
-    """What is stored for this commit: its reports, their results and skips, and the tests' time."""
+    """What is stored for this commit: its reports, their results and skips, and the tests' time (each
+    report's plain passes added up when it was stored, and its kept results)."""
     on_commit = sa.and_(reports.c.repo_id == repo_key, reports.c.commit_sha == head_sha)
     with store.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(reports.c.results, reports.c.skipped_ids, reports.c.passed_ms).where(on_commit)
+            sa.select(reports.c.results, reports.c.skipped, reports.c.passed_seconds).where(on_commit)
         ).all()
         kept = conn.execute(
             sa.select(sa.func.coalesce(sa.func.sum(observations.c.duration), 0.0))
             .join(reports, reports.c.id == observations.c.report_id)
             .where(on_commit)
         ).scalar()
-    skipped = sum(len(codec.unpack_ids(row.skipped_ids)) for row in rows)
-    seconds = sum(sum(codec.unpack_ms(row.passed_ms)) for row in rows) + float(kept or 0.0)
+    skipped = sum(int(row.skipped) for row in rows)
+    seconds = sum(float(row.passed_seconds) for row in rows) + float(kept or 0.0)
     return CommitSummary(len(rows), sum(int(row.results) for row in rows), skipped, seconds)
 
 

@@ -1,9 +1,10 @@
 """How long the store keeps what it was told, and forgetting an installation.
 
-- ``prune``: reports (with their observations), runs and jobs that started more than ``retention_days``
-  ago are deleted (``FLAKETALLY_RETENTION_DAYS``, default 90: GitHub keeps artifacts 90 days at most, and
-  verdicts look back 30). The scheduler runs it once a day. Reports with no start time (local files) are
-  never pruned by age: they are the user's own.
+- ``prune``: reports (with their observations and pass times), runs and jobs that started more than
+  ``retention_days`` ago are deleted (``FLAKETALLY_RETENTION_DAYS``, default 90: GitHub keeps artifacts 90
+  days at most, and verdicts look back 30), and the manifests no report points at any more. The
+  scheduler runs it once a day. Reports with no start time (local files) are never pruned by age: they
+  are the user's own.
 - ``purge_installation``: everything the store holds of one installation at once (its repositories and
   all that hangs from them, the configuration files read from them, its digests, the installation itself).
   An ``installation`` ``deleted`` event keeps when it arrived; ``prune`` purges such an installation once
@@ -30,7 +31,9 @@ from bot.store.schema import (
     installations,
     jobs,
     known_flaky,
+    manifests,
     observations,
+    pass_times,
     problems,
     reports,
     repos,
@@ -41,7 +44,7 @@ from bot.store.schema import (
 
 DEFAULT_RETENTION_DAYS = 90
 # what hangs from a repository, deleted before it, each before what it refers to (observations first)
-_OF_REPOSITORY = (reports, known_flaky, tests, runs, jobs, check_runs, comments, problems, actions, reruns)
+_OF_REPOSITORY = (reports, manifests, known_flaky, tests, runs, jobs, check_runs, comments, problems, actions, reruns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +65,10 @@ def prune(store: Store, retention_days: int = DEFAULT_RETENTION_DAYS, *, now: da
     with store.engine.begin() as conn:
         old = sa.select(reports.c.id).where(reports.c.started_at.is_not(None), reports.c.started_at < cutoff)
         conn.execute(sa.delete(observations).where(observations.c.report_id.in_(old)))
+        conn.execute(sa.delete(pass_times).where(pass_times.c.report_id.in_(old)))
         pruned_reports = conn.execute(sa.delete(reports).where(reports.c.id.in_(old.scalar_subquery()))).rowcount
+        used = sa.select(reports.c.manifest_id).where(reports.c.manifest_id.is_not(None))
+        conn.execute(sa.delete(manifests).where(manifests.c.id.not_in(used.scalar_subquery())))
         pruned_runs = conn.execute(
             sa.delete(runs).where(runs.c.run_started_at.is_not(None), runs.c.run_started_at < cutoff)
         ).rowcount
@@ -119,6 +125,7 @@ def _delete_repositories(conn: Connection, keys: list[int]) -> int:
         return 0
     mine = sa.select(reports.c.id).where(reports.c.repo_id.in_(keys))
     conn.execute(sa.delete(observations).where(observations.c.report_id.in_(mine)))
+    conn.execute(sa.delete(pass_times).where(pass_times.c.report_id.in_(mine)))
     removed = 0
     for table in _OF_REPOSITORY:
         deleted = conn.execute(sa.delete(table).where(table.c.repo_id.in_(keys))).rowcount

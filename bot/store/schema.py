@@ -1,8 +1,13 @@
 """The tables, as SQLAlchemy Core objects. Changes go through a migration in ``migrations/versions``.
 
-Passing results take no row each: a report keeps the ids of its passing and skipped tests (and the
-passing tests' durations) as compressed arrays. Every result with a failed attempt, or with more than
-one attempt, is an ``observations`` row with its attempts.
+Passing results take no row each. A report points at a ``manifests`` row: the sorted ids of every test
+it held and of its plain skips, stored once per repository and shared by every report that held the same
+tests, so reading a few tests' histories decodes each distinct manifest once. A result that is not a plain
+single-attempt pass or skip (a failed attempt, or more than one attempt) is an ``observations`` row with
+its attempts, and overrides the manifest. The report keeps its plain passes' count and total seconds, and
+their durations in manifest order (``passed_ms``: what the local HTML report and ``explain`` show); the
+durations the judge adds up (a plain pass of a test that failed or retried on the same commit and
+context) are also ``pass_times`` rows, so the App's judging never decodes a report's durations.
 """
 
 from __future__ import annotations
@@ -73,10 +78,36 @@ reports = Table(
     Column("digest", String(64), nullable=False),
     Column("artifact_id", BigInteger, nullable=True),
     Column("results", Integer, nullable=False),
-    Column("passed_ids", LargeBinary, nullable=False),
-    Column("passed_ms", LargeBinary, nullable=False),
-    Column("skipped_ids", LargeBinary, nullable=False),
+    Column("manifest_id", Integer, ForeignKey("manifests.id"), nullable=False),
+    Column("passed", Integer, nullable=False),  # plain single-attempt passes
+    Column("skipped", Integer, nullable=False),  # plain single-attempt skips
+    Column("passed_seconds", Float, nullable=False),  # the plain passes' durations added up
+    Column("passed_ms", LargeBinary, nullable=False),  # per manifest test, 0 unless a plain pass (codec.pack_ms)
     Index("ix_reports_repo_commit", "repo_id", "commit_sha"),
+    Index("ix_reports_repo_started", "repo_id", "started_at"),
+)
+
+manifests = Table(
+    "manifests",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("repo_id", Integer, ForeignKey("repos.id"), nullable=False),
+    Column("digest", String(64), nullable=False),  # SHA-256 of the two arrays
+    Column("tests", Integer, nullable=False),
+    Column("test_ids", LargeBinary, nullable=False),  # codec.pack_ids: every test the report held
+    Column("skipped_ids", LargeBinary, nullable=False),  # codec.pack_ids: those that were plain skips
+    UniqueConstraint("repo_id", "digest", name="uq_manifests_repo_digest"),
+)
+
+# A plain pass's seconds where the judge adds them up: its test failed or retried in another report of the
+# same commit and context (whichever was stored first).
+pass_times = Table(
+    "pass_times",
+    metadata,
+    Column("report_id", Integer, ForeignKey("reports.id"), primary_key=True),
+    Column("test_id", Integer, ForeignKey("tests.id"), primary_key=True),
+    Column("seconds", Float, nullable=False),
+    Index("ix_pass_times_test", "test_id"),
 )
 
 observations = Table(

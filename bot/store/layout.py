@@ -1,0 +1,298 @@
+"""How a report's results lie in the store, and how a few tests' histories are read back from them.
+
+A report is split (``Split``) into the tests it held (its manifest, shared by every report that held the
+same tests and skips), its plain passes' seconds and its kept results (a failed attempt or a retry: an
+``observations`` row each). Reading the histories of wanted tests asks SQL for those tests' rows only,
+decodes each distinct manifest once, and looks the wanted tests up in it: the cost follows the tests that
+failed, not the passes. The per-report durations of plain passes are decoded only when asked for
+(``timed``); otherwise a plain pass's seconds come from ``pass_times``, kept at ingest for the passes the
+judge adds up (a test that failed or retried on the same commit and context), and are 0.0 elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from bot.core.observations import PASSED, SKIPPED, Observation, TestHistory
+from bot.core.results import Outcome, TestResult
+from bot.store import codec
+from bot.store.schema import contexts, manifests, observations, pass_times, reports, tests
+
+_BATCH = 500
+
+
+@dataclass(slots=True)
+class Split:
+    """One report's results as the store keeps them (``ran`` and the manifest are sorted by test row id)."""
+
+    ran: list[int]  # every test the report held
+    passed: dict[int, float]  # plain single-attempt passes: their seconds
+    skipped: set[int]  # plain single-attempt skips
+    kept: list[tuple[int, TestResult]]  # the rest: an observations row each
+
+    @classmethod
+    def of(cls, ids: Sequence[int], results: Sequence[TestResult]) -> Split:
+        passed: dict[int, float] = {}
+        skipped: set[int] = set()
+        kept: list[tuple[int, TestResult]] = []
+        for test_pk, result in zip(ids, results, strict=True):
+            if len(result.attempts) == 1 and result.outcome is Outcome.PASSED:
+                passed[test_pk] = result.attempts[0].duration
+            elif len(result.attempts) == 1 and result.outcome is Outcome.SKIPPED:
+                skipped.add(test_pk)
+            else:
+                kept.append((test_pk, result))
+        return cls(sorted(set(ids)), passed, skipped, kept)
+
+
+def test_key(test_id: str) -> str:
+    return hashlib.sha256(test_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def pass_time_rows(
+    conn: Connection, report_id: int, siblings: sa.ColumnElement[bool], split: Split
+) -> list[dict[str, Any]]:
+    """The ``pass_times`` rows a new report brings: its plain passes of tests kept by another report of the
+    same commit and context (``siblings``), and those reports' plain passes of the tests it keeps."""
+    found = conn.execute(
+        sa.select(reports.c.id, reports.c.manifest_id, reports.c.passed_ms).where(siblings, reports.c.id != report_id)
+    ).all()
+    if not found:
+        return []
+    kept_there: dict[int, set[int]] = {int(r.id): set() for r in found}
+    for rid, test_pk in conn.execute(
+        sa.select(observations.c.report_id, observations.c.test_id).where(observations.c.report_id.in_(kept_there))
+    ):
+        kept_there[int(rid)].add(int(test_pk))
+    wanted_here = set().union(*kept_there.values())
+    rows = [
+        {"report_id": report_id, "test_id": t, "seconds": codec.stored_seconds(split.passed[t])}
+        for t in sorted(wanted_here)
+        if t in split.passed
+    ]
+    mine = {t for t, _ in split.kept}
+    for r in found:
+        rows += _passes_of(conn, int(r.id), int(r.manifest_id), r.passed_ms, mine - kept_there[int(r.id)])
+    return rows
+
+
+def _passes_of(
+    conn: Connection, report_id: int, manifest_id: int, passed_ms: bytes, wanted: set[int]
+) -> list[dict[str, Any]]:
+    """The plain passes of ``wanted`` tests in one stored report, with their seconds."""
+    if not wanted:
+        return []
+    manifest = conn.execute(
+        sa.select(manifests.c.test_ids, manifests.c.skipped_ids).where(manifests.c.id == manifest_id)
+    ).one()
+    ran, skipped = codec.unpack_ids(manifest.test_ids), set(codec.unpack_ids(manifest.skipped_ids))
+    ms = codec.ms_at(passed_ms)
+    rows = []
+    for t in sorted(wanted - skipped):
+        at = bisect_left(ran, t)
+        if at < len(ran) and ran[at] == t:
+            rows.append({"report_id": report_id, "test_id": t, "seconds": ms[at] / 1000})
+    return rows
+
+
+# reading
+
+
+class HistoryRows(NamedTuple):
+    tests: dict[int, Any]  # the wanted tests' rows, by row id
+    context_keys: dict[int, str]
+    reports: list[Any]
+    manifests: dict[int, Any]  # by id: the manifests the reports point at
+    kept: list[Any]  # the wanted tests' observation rows: results with a failure or a retry
+    pass_seconds: dict[tuple[int, int], float]  # (report, test) -> seconds, unless ``timed``
+    # (context, commit) -> the tests that failed there, when only those commits are read (``histories``)
+    failed: dict[tuple[int, str], set[int]] | None = None
+
+
+def history_rows(
+    conn: Connection, repo_key: int, wanted: set[str] | None, since: str | None, *, timed: bool
+) -> HistoryRows:
+    info = {row.id: row for row in _test_rows(conn, repo_key, wanted)}
+    started = reports.c.started_at
+    recent = sa.true() if since is None else sa.or_(started.is_(None), started >= since)
+    in_window = sa.and_(reports.c.repo_id == repo_key, recent)
+    context_keys = {int(i): str(k) for i, k in conn.execute(sa.select(contexts.c.id, contexts.c.key))}
+    columns = [  # ``histories`` unpacks them in this order
+        reports.c.id,
+        reports.c.context_id,
+        reports.c.commit_sha,
+        reports.c.attempt,
+        reports.c.run_id,
+        reports.c.run_index,
+        reports.c.started_at,
+        reports.c.digest,
+        reports.c.manifest_id,
+    ]
+    report_rows = list(conn.execute(sa.select(*columns, *([reports.c.passed_ms] if timed else [])).where(in_window)))
+    if not info or not report_rows:
+        return HistoryRows(info, context_keys, [], {}, [], {})
+    manifest_rows = _in(
+        conn,
+        sa.select(manifests.c.id, manifests.c.test_ids, manifests.c.skipped_ids),
+        manifests.c.id,
+        sorted({int(r.manifest_id) for r in report_rows}),
+    )
+    of_tests = None if wanted is None else sorted(info)
+    kept = _in(
+        conn,
+        sa.select(
+            observations.c.report_id,
+            observations.c.test_id,
+            observations.c.attempts,
+            observations.c.message,
+            observations.c.details,
+        )
+        .join(reports, reports.c.id == observations.c.report_id)
+        .where(in_window),
+        observations.c.test_id,
+        of_tests,
+    )
+    seconds: dict[tuple[int, int], float] = {}
+    if not timed:
+        query = (
+            sa.select(pass_times.c.report_id, pass_times.c.test_id, pass_times.c.seconds)
+            .join(reports, reports.c.id == pass_times.c.report_id)
+            .where(in_window)
+        )
+        seconds = {(int(r), int(t)): float(s) for r, t, s in _in(conn, query, pass_times.c.test_id, of_tests)}
+    return HistoryRows(info, context_keys, report_rows, {int(m.id): m for m in manifest_rows}, kept, seconds)
+
+
+def _test_rows(conn: Connection, repo_key: int, wanted: set[str] | None) -> list[Any]:
+    """The repository's tests, or those of them named in ``wanted`` (looked up by their key)."""
+    query = sa.select(
+        tests.c.id,
+        tests.c.test_id,
+        tests.c.family,
+        tests.c.classname,
+        tests.c.name,
+        tests.c.file,
+        tests.c.line,
+    ).where(tests.c.repo_id == repo_key)
+    if wanted is None:
+        return list(conn.execute(query))
+    found = _in(conn, query, tests.c.key, sorted(test_key(t) for t in wanted))
+    return [row for row in found if row.test_id in wanted]
+
+
+def _in(conn: Connection, query: sa.Select[Any], column: sa.ColumnElement[Any], values: list[Any] | None) -> list[Any]:
+    """The query's rows, with ``column`` among ``values`` (asked in batches), or all when ``values`` is None."""
+    if values is None:
+        return list(conn.execute(query))
+    found: list[Any] = []
+    for start in range(0, len(values), _BATCH):
+        found += conn.execute(query.where(column.in_(values[start : start + _BATCH]))).all()
+    return found
+
+
+class _Entry(NamedTuple):
+    position: int  # in the manifest, and in a report's ``passed_ms``
+    test_pk: int
+    skipped: bool
+
+
+def _entries(manifest: Any, info: dict[int, Any]) -> list[_Entry]:
+    """The wanted tests a manifest holds: decoded once per manifest, however many reports point at it."""
+    skipped = set(codec.unpack_ids(manifest.skipped_ids))
+    return [
+        _Entry(position, test_pk, test_pk in skipped)
+        for position, test_pk in enumerate(codec.unpack_ids(manifest.test_ids))
+        if test_pk in info
+    ]
+
+
+def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -> list[TestHistory]:
+    """The observation lists, per test and context, filled report by report in the order the reports ran.
+
+    ``failed_commits``: only the observations on the commits where the test failed (in that context), which
+    is all a same-code pass and failure (``bot.core.verdicts.known_flaky``) can be found in."""
+    info, context_keys, report_rows = rows.tests, rows.context_keys, rows.reports
+    if failed_commits:
+        report_rows, rows = _on_failed_commits(rows)
+    # a total order on what was executed, never on when it was stored: two runs of one commit that started
+    # in the same second are told apart by their run ids, so the evidence reads the same whoever stored first
+    # (by position, as ``history_rows`` asks the columns: started_at, run_index, commit_sha, attempt, run_id,
+    # digest, id)
+    report_rows.sort(key=lambda r: (r[6] or "", r[5] or 0, r[2], r[3], r[4] or 0, r[7], r[0]))
+    entries = {mid: _entries(m, info) for mid, m in rows.manifests.items()}
+    kept: dict[int, dict[int, tuple[str, str, str]]] = {}
+    for report_id, test_pk, attempts, message, details in rows.kept:  # as ``history_rows`` asks them
+        kept.setdefault(report_id, {})[test_pk] = (attempts, message, details or "")
+    found: dict[tuple[int, int], TestHistory] = {}
+    # the observation lists of one context, by test: filled report by report in time order (a list is
+    # never empty once made, so ``get(...) or list_of(...)`` makes each one once)
+    lists: dict[int, dict[int, list[Observation]]] = {}
+
+    def list_of(test_pk: int, context_id: int) -> list[Observation]:
+        t = info[test_pk]
+        history = TestHistory(t.test_id, t.family, t.classname, t.name, t.file, t.line, context_keys[context_id])
+        found[(test_pk, context_id)] = history
+        lists[context_id][test_pk] = history.observations
+        return history.observations
+
+    pass_seconds = rows.pass_seconds
+    failed = rows.failed
+    new = tuple.__new__  # an Observation from a tuple of every field, in C: this runs once per observation
+    for order, r in enumerate(report_rows):
+        report_id, context_id, commit, attempt, run_id, _, started, _, manifest_id = r[:9]  # the columns asked
+        by_test = lists.setdefault(context_id, {})
+        mine = kept.get(report_id) or {}
+        ms = codec.ms_at(r.passed_ms) if timed else None
+        only = None if failed is None else failed[(context_id, commit)]
+        for position, test_pk, skipped in entries[manifest_id]:
+            if test_pk in mine or (only is not None and test_pk not in only):
+                continue
+            if skipped:
+                outcome, secs = SKIPPED, 0.0
+            elif ms is not None:
+                outcome, secs = PASSED, ms[position] / 1000
+            else:
+                outcome, secs = PASSED, pass_seconds.get((report_id, test_pk), 0.0)
+            (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
+                new(Observation, (order, commit, attempt, run_id, started, outcome, secs, "", ""))
+            )
+        for test_pk, (attempts_json, message, details) in mine.items():
+            attempts = json.loads(attempts_json)
+            (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
+                new(
+                    Observation,
+                    (
+                        order,
+                        commit,
+                        attempt,
+                        run_id,
+                        started,
+                        "".join(a[0] for a in attempts),
+                        sum(a[1] for a in attempts),
+                        message,
+                        details,
+                    ),
+                )
+            )
+    return sorted(found.values(), key=lambda h: (h.test_id, h.context))
+
+
+def _on_failed_commits(rows: HistoryRows) -> tuple[list[Any], HistoryRows]:
+    """The reports of the commits on which a wanted test failed (per context), and the rows narrowed to
+    them: the tests that failed on each, and their kept results there."""
+    where = {int(r.id): (int(r.context_id), str(r.commit_sha)) for r in rows.reports}
+    failed: dict[tuple[int, str], set[int]] = {}
+    for row in rows.kept:
+        if any(a[0] in "FE" for a in json.loads(row.attempts)):
+            failed.setdefault(where[int(row.report_id)], set()).add(int(row.test_id))
+    kept = [row for row in rows.kept if int(row.test_id) in failed.get(where[int(row.report_id)], ())]
+    reports_there = [r for r in rows.reports if (int(r.context_id), str(r.commit_sha)) in failed]
+    return reports_there, rows._replace(reports=reports_there, kept=kept, failed=failed)
