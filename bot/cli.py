@@ -191,10 +191,13 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.top < 0:
         print("flaketally: --top must be 0 (all) or more", file=sys.stderr)
         return EXIT_USAGE
-    judged = _judge(args)
-    if judged is None:
-        return EXIT_USAGE
-    return _report(args, *judged)
+    from bot.core import collector
+
+    with collector.paused():  # judged and written out: many small objects, none in a cycle
+        judged = _judge(args)
+        if judged is None:
+            return EXIT_USAGE
+        return _report(args, *judged)
 
 
 def _judge(args: argparse.Namespace) -> tuple[Analysis, str] | None:

@@ -132,7 +132,7 @@ class _Handler:
     the whitespace and output between testcases never reaches Python."""
 
     def __init__(self, parser: Any) -> None:
-        self.parser = parser
+        self.parser: Any = parser
         self.depth = 0
         self.root: str | None = None
         self.playwright = False
@@ -372,6 +372,9 @@ def parse(stream: IO[bytes], *, lean: bool = False) -> Report:
             raise ReportRefused(f"not well-formed XML at line {exc.lineno}: {errors.messages[exc.code]}") from None
         except (ValueError, UnicodeError) as exc:
             raise ReportRefused(f"unreadable XML: {bounded(str(exc), 200)}") from None
+        finally:  # the parser holds the handler's methods and the handler the parser: let both go at once
+            parser.StartElementHandler = parser.EndElementHandler = parser.CharacterDataHandler = None
+            handler.parser = None
     if handler.root is None:
         raise ReportRefused("empty: no XML element")
     report = handler.run.report(digest.hexdigest(), results, collisions, size)

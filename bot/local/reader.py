@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -76,6 +77,7 @@ _worker_sent: set[str] = set()  # the tests a reading process has named to the j
 
 def _worker_start(url: str | None, lock: AbstractContextManager[Any] | None) -> None:
     global _worker_store, _worker_lock
+    gc.enable()  # forked from a judging process that holds it off (bot.core.collector): not ours to inherit
     _worker_sent.clear()
     if url is None:
         return
