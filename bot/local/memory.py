@@ -19,7 +19,9 @@ from bot.core.identity import RunIdentity, family_id
 from bot.core.observations import LETTER, PASSED, SKIPPED, Observation, TestHistory
 from bot.core.results import Outcome, Report, TestResult
 
-MAX_BYTES = 256 << 20  # inputs up to this size are judged in memory (~150 MB at most), larger ones in a throwaway store
+# Inputs up to this size are judged in memory (columns take ~50 bytes a result, beside the observations any
+# judging makes), larger ones through a throwaway store.
+MAX_BYTES = 256 << 20
 _MAX_MS = 2**32 - 1
 
 # A test as first seen: its id, family, classname, name, file and line.
