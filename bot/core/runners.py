@@ -219,7 +219,7 @@ def merge(
     passes: dict[float, tuple[Attempt, ...]] = {}  # one pass's attempts, shared: most durations repeat
     for key, last in first.items():
         classname, name, file, project, suite = key
-        if not isinstance(last, Entry) and not several_suites and key not in repeated:  # most: one pass
+        if not isinstance(last, Entry) and not several_suites and not (repeated and key in repeated):  # most
             line, time = last[5], last[6]
             if line is not None:
                 line += shift
