@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 from bot.cli_parser import FORMATS as FORMATS
 from bot.cli_parser import SKIP_FORMATS as SKIP_FORMATS
 from bot.cli_parser import parser
+from bot.core import collector
 from bot.core.cost import Rates
 from bot.core.verdict_names import CommitVerdict
 from bot.settings import Settings, SettingsError, database_url
@@ -187,17 +188,15 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+@collector.paused()  # judged and written out: many small objects, none in a cycle
 def _analyze(args: argparse.Namespace) -> int:
     if args.top < 0:
         print("flaketally: --top must be 0 (all) or more", file=sys.stderr)
         return EXIT_USAGE
-    from bot.core import collector
-
-    with collector.paused():  # judged and written out: many small objects, none in a cycle
-        judged = _judge(args)
-        if judged is None:
-            return EXIT_USAGE
-        return _report(args, *judged)
+    judged = _judge(args)
+    if judged is None:
+        return EXIT_USAGE
+    return _report(args, *judged)
 
 
 def _judge(args: argparse.Namespace) -> tuple[Analysis, str] | None:

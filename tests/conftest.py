@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
@@ -14,6 +15,9 @@ from psycopg import sql
 from bot.store import Store
 from tests.support import services
 from workers import jobs
+
+if TYPE_CHECKING:
+    import redis
 
 pytest_plugins = ["tests.conftest_github"]
 
@@ -96,4 +100,14 @@ def redis_url(redis_server: str) -> Iterator[str]:
     client.flushdb()
     yield url
     client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def conn(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of that database."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    yield client
     client.close()

@@ -33,13 +33,6 @@ class Clock:
         self.now += seconds
 
 
-@pytest.fixture
-def conn(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 def budget(conn: redis.Redis, clock: Clock, **limits: int) -> WriteBudget:
     return WriteBudget(conn, 77, clock=clock, sleep=clock.sleep, max_wait=7200, **limits)
 

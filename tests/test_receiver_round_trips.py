@@ -7,7 +7,6 @@ import hashlib
 import hmac
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +37,6 @@ def delivery(delivery_id: str, attempt: int = 1) -> tuple[Headers, bytes]:
     signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     headers = {"x-github-event": "workflow_run", "x-github-delivery": delivery_id, "x-hub-signature-256": signature}
     return Headers(headers), body
-
-
-@pytest.fixture
-def conn(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -76,13 +76,6 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def conn(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def closed_port() -> Iterator[int]:
     """A port on 127.0.0.1 that refuses connections: bound by us, never listening."""
     sock = socket.socket()
