@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import random
+from datetime import UTC, datetime, timedelta, timezone
+from itertools import pairwise
 
 import pytest
 
@@ -11,11 +13,14 @@ from bot.core.verdicts import (
     CommitVerdict,
     TestVerdict,
     commit_judgement,
+    failed_commits,
     flip_score,
     history_judgement,
     known_flaky,
     no_longer_flaky,
+    parse_time,
     recovered,
+    stored_time,
     wilson_lower_bound,
     wilson_upper_bound,
 )
@@ -182,3 +187,71 @@ def test_window_keeps_thirty_days_before_the_newest_report() -> None:
     judged = history_judgement(history(*seq))
     assert judged.verdict is TestVerdict.STABLE
     assert judged.runs == 6
+
+
+# The judge's quick paths (a stored history is in time order; most reports run a test once) against the
+# plain reading of each rule, on seeded histories that mix retries, skips, offsets and undated reports.
+
+
+def _plain_known_flaky(observations: list[Observation], now: datetime) -> tuple[int, int, int] | None:
+    since = now - timedelta(days=7)
+    recent = [o for o in observations if o.started_at and since <= parse_time(o.started_at) <= now]
+    recent = [o for o in recent if o.outcomes != "S"]
+    by: dict[str, str] = {}
+    for o in recent:
+        by[o.commit] = by.get(o.commit, "") + o.outcomes
+    pairs = sum(1 for letters in by.values() if "P" in letters and ("F" in letters or "E" in letters))
+    failed = sum(1 for o in recent if "F" in o.outcomes or "E" in o.outcomes)
+    return (len(recent), failed, pairs) if pairs else None
+
+
+def _plain_flips(observations: list[Observation]) -> tuple[float, int]:
+    ordered = list(dict.fromkeys(o.commit for o in observations))
+    weight = {c: 0.5 ** ((len(ordered) - 1 - i) / 20) for i, c in enumerate(ordered)}
+    attempts = [(o.commit, c in "FE") for o in observations for c in o.outcomes if c != "S"]
+    weighted = total = 0.0
+    for (commit_before, failed_before), (commit, failed) in pairwise(attempts):
+        total += weight[commit]
+        if failed != failed_before:
+            weighted += weight[commit] * (1.0 if commit == commit_before else 1 / 3)
+    return (weighted / total if total else 0.0), len(attempts)
+
+
+def _seeded_history(seed: int, *, retries: bool, dated: str) -> list[Observation]:
+    """About 400 reports over 20 days ending at NOW, a commit run once or twice, the test once in each
+    (passed, failed or errored) or, with ``retries``, retried or skipped in some; ``dated``: "utc" (the
+    stored form, in time order), "offset" (every time written at one offset, -11 or +13 hours) or "mixed"
+    (some undated, some at an offset: not in text order)."""
+    rng = random.Random(seed)
+    out: list[Observation] = []
+    for n in range(400):
+        moment = NOW - timedelta(days=20) + timedelta(minutes=72 * n)
+        for attempt in (1, 2) if rng.random() < 0.3 else (1,):
+            letters = rng.choice("PPPPPFE") if not retries else rng.choice(["P", "F", "FP", "FF", "S", "PS", "E"])
+            started: str | None = stored_time(moment)
+            if dated == "offset":  # one offset for all: the text is still in time order
+                started = moment.astimezone(timezone(timedelta(hours=13 if seed % 2 else -11))).isoformat()
+            elif dated == "mixed" and rng.random() < 0.3:
+                started = rng.choice([None, moment.astimezone(timezone(timedelta(hours=5))).isoformat()])
+            out.append(Observation(len(out), f"c{n}", attempt, n, started, letters, 0.5 * len(letters)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("retries", [False, True])
+@pytest.mark.parametrize("dated", ["utc", "offset", "mixed"])
+def test_quick_paths_agree_with_the_plain_reading(seed: int, retries: bool, dated: str) -> None:
+    observations = _seeded_history(seed, retries=retries, dated=dated)
+    for now in (NOW, NOW - timedelta(days=6, hours=5), NOW - timedelta(days=13)):
+        known = known_flaky(observations, now)
+        plain = _plain_known_flaky(observations, now)
+        assert ((known.runs, known.failed_runs, known.same_code_pairs) if known else None) == plain
+    assert flip_score(observations) == _plain_flips(observations)  # to the last bit
+    groups = failed_commits(observations)
+    assert [(c, [o.order for o in obs]) for c, obs in groups.items()] == [
+        (c, [o.order for o in observations if o.commit == c])
+        for c in dict.fromkeys(o.commit for o in observations if "F" in o.outcomes or "E" in o.outcomes)
+    ]
+    judged = history_judgement(history(*observations))
+    assert judged.failed_runs == sum(1 for o in observations if "F" in o.outcomes or "E" in o.outcomes)
+    assert judged.proof_commits == tuple(c for c, obs in groups.items() if "P" in "".join(o.outcomes for o in obs))

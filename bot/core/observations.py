@@ -43,13 +43,13 @@ class Observation(NamedTuple):
         return has_failure(self.outcomes)
 
 
-_OUTCOMES = operator.itemgetter(5)  # Observation.outcomes, read in C on the hot path of ``analyze``
-_COMMIT = operator.itemgetter(1)
+OUTCOMES_OF = operator.itemgetter(5)  # Observation.outcomes, read in C on the hot path of judging
+COMMIT_OF = operator.itemgetter(1)  # Observation.commit
 
 
 def letters_of(observations: Iterable[Observation]) -> str:
     """Every attempt's outcome letter, in order."""
-    return "".join(map(_OUTCOMES, observations))
+    return "".join(map(OUTCOMES_OF, observations))
 
 
 def any_failed(observations: Iterable[Observation]) -> bool:
@@ -58,7 +58,7 @@ def any_failed(observations: Iterable[Observation]) -> bool:
 
 
 def commits_of(observations: Iterable[Observation]) -> set[str]:
-    return set(map(_COMMIT, observations))
+    return set(map(COMMIT_OF, observations))
 
 
 @dataclass(slots=True)

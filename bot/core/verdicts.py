@@ -6,18 +6,23 @@ each judgement carries its evidence in one line a person can check.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import operator
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import compress
 from typing import NamedTuple
 
 from bot.core.observations import (
+    COMMIT_OF,
     ERROR,
     FAILED,
     OUTCOME_WORDS,
+    OUTCOMES_OF,
     Observation,
     TestHistory,
     commits_of,
@@ -142,12 +147,19 @@ def by_commit(observations: Sequence[Observation]) -> list[tuple[str, list[Obser
 
 def failed_commits(observations: Sequence[Observation]) -> dict[str, list[Observation]]:
     """``by_commit`` of only the commits with a failure or an error (every observation of each), in the
-    order they first ran: a large history passes on most commits, and no list is made for those."""
-    failing = {o.commit for o in observations if FAILED in o.outcomes or ERROR in o.outcomes}
+    order they first ran: a large history passes on most commits, and no list is made for those.
+
+    The failing commits are picked out in C (a history holds few distinct outcome strings), so Python
+    steps only through the observations on those commits."""
+    outcomes = list(map(OUTCOMES_OF, observations))
+    bad = {o for o in set(outcomes) if FAILED in o or ERROR in o}
+    if not bad:
+        return {}
+    commits = list(map(COMMIT_OF, observations))
+    failing = set(compress(commits, map(bad.__contains__, outcomes)))
     groups: dict[str, list[Observation]] = {}
-    for obs in observations:
-        if obs.commit in failing:
-            groups.setdefault(obs.commit, []).append(obs)
+    for obs in compress(observations, map(failing.__contains__, commits)):
+        groups.setdefault(obs[1], []).append(obs)
     return groups
 
 
@@ -183,6 +195,9 @@ def _flips(observations: Sequence[Observation], ordered: Sequence[str]) -> tuple
     newest = len(ordered) - 1
     # each commit's weight worked out once, not once per attempt
     weight = {commit: 0.5 ** ((newest - i) / HALF_LIFE_COMMITS) for i, commit in enumerate(ordered)}
+    letters = letters_of(observations)
+    if len(letters) == len(observations) and "S" not in letters:
+        return _single_attempt_flips(observations, letters, weight)
     weighted = total = 0.0
     count = 0
     before_commit, before_failed = "", False
@@ -201,6 +216,25 @@ def _flips(observations: Sequence[Observation], ordered: Sequence[str]) -> tuple
             count += 1
             before_commit, before_failed = commit, failed
     return (weighted / total if total else 0.0), count
+
+
+_FAILED_BIT = str.maketrans("PFE", "011")
+
+
+def _single_attempt_flips(
+    observations: Sequence[Observation], letters: str, weight: dict[str, float]
+) -> tuple[float, int]:
+    """``_flips`` of a history in which every report ran the test once (no retry, no skip): each attempt
+    is an observation. Summed in C, in the same order as the general loop, so the score is the same to
+    the last bit; Python steps only through the flips."""
+    commits = list(map(COMMIT_OF, observations))
+    recency = list(map(weight.__getitem__, commits))
+    total = functools.reduce(operator.add, recency[1:], 0.0)
+    bits = letters.translate(_FAILED_BIT)
+    weighted = 0.0
+    for i in compress(range(1, len(bits)), map(operator.ne, bits[1:], bits[:-1])):
+        weighted += recency[i] * (SAME_COMMIT_FLIP if commits[i - 1] == commits[i] else CROSS_COMMIT_FLIP)
+    return (weighted / total if total else 0.0), len(letters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,8 +316,12 @@ def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None
 def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> HistoryJudgement:
     observations = in_window(history.observations, thresholds.window_days)
     stable_below, flaky_above = thresholds.stable_below, thresholds.flaky_above
-    ran = [o for o in observations if o.outcomes == "P" or (o.outcomes != "S" and o.outcomes.replace("S", ""))]
-    letters = letters_of(ran).replace("S", "")
+    letters = letters_of(observations)
+    if "S" in letters:  # the reports that skipped it on every attempt are left out
+        ran = [o for o in observations if o.outcomes == "P" or (o.outcomes != "S" and o.outcomes.replace("S", ""))]
+        letters = letters_of(ran).replace("S", "")
+    else:
+        ran = observations
     n = len(letters)
     if not ran and observations:  # skipped every time: nothing to judge, and it says so
         commits = len(commits_of(observations))
@@ -300,9 +338,9 @@ def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THR
         evidence = f"{counts}; score 0.000, lower bound 0.000 < {stable_below}"
         return HistoryJudgement(TestVerdict.STABLE, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence)
     # the commits in the order they first ran; only those with a failure grouped (a proof needs one)
-    ordered = list(dict.fromkeys([o.commit for o in ran]))
+    ordered = list(dict.fromkeys(map(COMMIT_OF, ran)))
     commits = len(ordered)
-    failed_runs = sum(1 for o in ran if FAILED in o.outcomes or ERROR in o.outcomes)
+    failed_runs = sum(n for o, n in Counter(map(OUTCOMES_OF, ran)).items() if FAILED in o or ERROR in o)
     proof = tuple(commit for commit, obs in failed_commits(ran).items() if _flaky_on(obs))
     score, _ = _flips(ran, ordered)
     lower = wilson_lower_bound(score, n)
@@ -366,6 +404,7 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
     Undated observations (local files without run times) cannot be placed in time and are left out.
     """
     since = now - timedelta(days=KNOWN_FLAKY_DAYS)
+    observations = _near(observations, since, now)
     # each time parsed once: a history's observations share their reports' few times
     inside = {value: since <= parse_time(value) <= now for value in {o.started_at for o in observations} if value}
     recent = [o for o in observations if o.started_at and inside[o.started_at] and o.outcomes != "S"]
@@ -374,6 +413,27 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
         return None
     failed = sum(1 for o in recent if FAILED in o.outcomes or ERROR in o.outcomes)
     return KnownFlaky(len(recent), failed, pairs)
+
+
+def _near(observations: Sequence[Observation], since: datetime, until: datetime) -> Sequence[Observation]:
+    """The observations whose start time may be within ``since``..``until``, found by bisection when they
+    are in the order of their times' text (a stored history is: it is read in time order), else all of
+    them. A month's history is mostly outside the 7 days, and parsing and placing each time costs more
+    than the rest of ``known_flaky``.
+
+    A time's text starts with its local date, and its offset is under a day, so the text of a time in the
+    range has a date from the day before ``since`` to the day after ``until``, whatever its form (Z or an
+    offset, fractions, a space for the T): bounded by those dates' text, the slice holds every one."""
+    starts = list(map(_STARTED_AT, observations))
+    try:
+        ordered = starts == sorted(starts)  # linear on a sorted list
+    except TypeError:  # an undated observation (None) among dated ones
+        return observations
+    if not ordered:
+        return observations
+    first = (since - timedelta(days=1)).strftime("%Y-%m-%d")  # sorts before every text of that date
+    after = (until + timedelta(days=2)).strftime("%Y-%m-%d")  # and after every text of the days before
+    return observations[bisect.bisect_left(starts, first) : bisect.bisect_left(starts, after)]
 
 
 def wilson_upper_bound(p: float, n: int, z: float = _Z) -> float:

@@ -252,18 +252,21 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
         mine = kept.get(report_id) or {}
         ms = codec.ms_at(r.passed_ms) if timed else None
         only = None if failed is None else failed[(context_id, commit)]
+        # an untimed pass (or a skip) is the same observation for every test of the report: made once
+        passed = new(Observation, (order, commit, attempt, run_id, started, PASSED, 0.0, "", ""))
+        skip = new(Observation, (order, commit, attempt, run_id, started, SKIPPED, 0.0, "", ""))
         for position, test_pk, skipped in entries[manifest_id]:
             if test_pk in mine or (only is not None and test_pk not in only):
                 continue
             if skipped:
-                outcome, secs = SKIPPED, 0.0
+                obs = skip
             elif ms is not None:
-                outcome, secs = PASSED, ms[position] / 1000
+                obs = new(Observation, (order, commit, attempt, run_id, started, PASSED, ms[position] / 1000, "", ""))
+            elif (secs := pass_seconds.get((report_id, test_pk))) is not None:
+                obs = new(Observation, (order, commit, attempt, run_id, started, PASSED, secs, "", ""))
             else:
-                outcome, secs = PASSED, pass_seconds.get((report_id, test_pk), 0.0)
-            (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
-                new(Observation, (order, commit, attempt, run_id, started, outcome, secs, "", ""))
-            )
+                obs = passed
+            (by_test.get(test_pk) or list_of(test_pk, context_id)).append(obs)
         for test_pk, (attempts_json, message, details) in mine.items():
             attempts = json.loads(attempts_json)
             (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
