@@ -3,6 +3,7 @@ reports say; a history of a few tests reads only their rows; migration 0012 conv
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from bot.core.cost import Rates
 from bot.core.identity import RunIdentity
 from bot.core.judge import judge
 from bot.core.observations import LETTER, Observation, TestHistory
-from bot.core.results import Outcome, Report
+from bot.core.results import Attempt, Outcome, Report, TestResult
 from bot.core.verdicts import CommitVerdict
 from bot.store import Store, codec
 from bot.store import records as rec
@@ -347,3 +348,25 @@ def test_assess_reads_less_and_says_the_same(store: Store, monkeypatch: pytest.M
     assert first == {f"tests.mod::{t}" for t in ("single", "clean", "recent", "older", "gone", "other")}
     assert then == first - {"tests.mod::recent"}
     assert judged == {f"tests.mod::{t}" for t in ("flaky", "single", "clean", "gone", "other")}
+
+
+@pytest.mark.parametrize(
+    "attempts",
+    [
+        [("F", 0.123, "boom")],
+        [("F", 1.5, 'said ["P", 2.0, "x"] and ], [" then a quote " and a \\ backslash'), ("P", 0.25, "")],
+        [("E", 0.0, "\\"), ("F", 12345.678, '\\", ["P", 9.9, "'), ("P", 1e-05, "ünïcode ✗ \n\t")],
+        [("S", 0.0, ""), ("P", -0.0, "")],
+        [("P", 3.0, "x" * 5000)],
+    ],
+)
+def test_attempt_outcomes_read_the_stored_text_as_json_would(attempts: list[tuple[str, float, str]]) -> None:
+    outcome = {letter: o for o, letter in LETTER.items()}
+    text = codec.attempts_text(
+        TestResult("m", "t", tuple(Attempt(outcome[letter], seconds, message) for letter, seconds, message in attempts))
+    )
+    decoded = json.loads(text)
+    assert codec.attempt_outcomes(text) == ("".join(a[0] for a in decoded), sum(a[1] for a in decoded))
+    # text in another form (none is written) is decoded in full
+    compact = json.dumps(decoded, separators=(",", ":"))
+    assert codec.attempt_outcomes(compact) == codec.attempt_outcomes(text)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -18,7 +17,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 
 from bot.core.identity import RunIdentity
-from bot.core.observations import LETTER, TestHistory
+from bot.core.observations import TestHistory
 from bot.core.results import Report, TestResult
 from bot.store import codec
 from bot.store.layout import Split, histories, history_rows, pass_time_rows, test_key
@@ -49,10 +48,6 @@ def normalise_url(url: str) -> str:
     if url.startswith(("postgres://", "postgresql://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
-
-
-def _attempts_json(result: TestResult) -> str:
-    return json.dumps([[LETTER[a.outcome], round(a.duration, 3), a.message] for a in result.attempts])
 
 
 class Store:
@@ -260,7 +255,7 @@ class Store:
                             "report_id": inserted,
                             "test_id": test_pk,
                             "outcome": result.outcome.value,
-                            "attempts": _attempts_json(result),
+                            "attempts": codec.attempts_text(result),
                             "duration": sum(a.duration for a in result.attempts),
                             "message": result.message,
                             "details": result.details or None,

@@ -12,7 +12,6 @@ judge adds up (a test that failed or retried on the same commit and context), an
 from __future__ import annotations
 
 import hashlib
-import json
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from bot.core.observations import PASSED, SKIPPED, Observation, TestHistory
+from bot.core.observations import PASSED, SKIPPED, Observation, TestHistory, has_failure
 from bot.core.results import Outcome, TestResult
 from bot.store import codec
 from bot.store.schema import contexts, manifests, observations, pass_times, reports, tests
@@ -267,23 +266,10 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
             else:
                 obs = passed
             (by_test.get(test_pk) or list_of(test_pk, context_id)).append(obs)
-        for test_pk, (attempts_json, message, details) in mine.items():
-            attempts = json.loads(attempts_json)
+        for test_pk, (attempts_text, message, details) in mine.items():
+            letters, seconds = codec.attempt_outcomes(attempts_text)
             (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
-                new(
-                    Observation,
-                    (
-                        order,
-                        commit,
-                        attempt,
-                        run_id,
-                        started,
-                        "".join(a[0] for a in attempts),
-                        sum(a[1] for a in attempts),
-                        message,
-                        details,
-                    ),
-                )
+                new(Observation, (order, commit, attempt, run_id, started, letters, seconds, message, details))
             )
     return sorted(found.values(), key=lambda h: (h.test_id, h.context))
 
@@ -294,7 +280,7 @@ def _on_failed_commits(rows: HistoryRows) -> tuple[list[Any], HistoryRows]:
     where = {int(r.id): (int(r.context_id), str(r.commit_sha)) for r in rows.reports}
     failed: dict[tuple[int, str], set[int]] = {}
     for row in rows.kept:
-        if any(a[0] in "FE" for a in json.loads(row.attempts)):
+        if has_failure(codec.attempt_outcomes(row.attempts)[0]):
             failed.setdefault(where[int(row.report_id)], set()).add(int(row.test_id))
     kept = [row for row in rows.kept if int(row.test_id) in failed.get(where[int(row.report_id)], ())]
     reports_there = [r for r in rows.reports if (int(r.context_id), str(r.commit_sha)) in failed]
