@@ -45,6 +45,7 @@ class Observation(NamedTuple):
 
 OUTCOMES_OF = operator.itemgetter(5)  # Observation.outcomes, read in C on the hot path of judging
 COMMIT_OF = operator.itemgetter(1)  # Observation.commit
+SECONDS_OF = operator.itemgetter(6)  # Observation.seconds
 
 
 def letters_of(observations: Iterable[Observation]) -> str:

@@ -10,7 +10,6 @@ import bisect
 import functools
 import math
 import operator
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,6 +22,8 @@ from bot.core.observations import (
     FAILED,
     OUTCOME_WORDS,
     OUTCOMES_OF,
+    PASSED,
+    SECONDS_OF,
     Observation,
     TestHistory,
     commits_of,
@@ -115,9 +116,25 @@ def commit_judgement(
     policy: CommitVerdict = CommitVerdict.UNDETERMINED,
 ) -> CommitJudgement:
     """One test on one commit in one context, across every attempt and in-report retry."""
-    letters = "".join([o.outcomes for o in observations])
-    if "S" in letters:
-        letters = letters.replace("S", "")
+    letters = "".join(map(OUTCOMES_OF, observations))
+    tally = _TALLIES.get((letters, policy))
+    if tally is None:
+        tally = _tally(letters, policy)
+        if len(_TALLIES) < 4096:  # a history holds a handful of distinct letter strings
+            _TALLIES[(letters, policy)] = tally
+    verdict, attempts, passed, failed = tally
+    seconds = sum(map(SECONDS_OF, observations))
+    # made in C: a history of a month has a thousand failed commits for each flaky test
+    return _NEW(CommitJudgement, (commit, verdict, attempts, passed, failed, seconds, tuple(observations), policy))
+
+
+_TALLIES: dict[tuple[str, CommitVerdict], tuple[CommitVerdict, int, int, int]] = {}
+_NEW = tuple.__new__
+
+
+def _tally(letters: str, policy: CommitVerdict) -> tuple[CommitVerdict, int, int, int]:
+    """The verdict of a commit's outcome letters, and its attempts that ran, passed and failed."""
+    letters = letters.replace("S", "")
     failed = letters.count("F") + letters.count("E")
     passed = len(letters) - failed
     if not failed:
@@ -128,8 +145,7 @@ def commit_judgement(
         verdict = _FAILING
     else:
         verdict = policy
-    seconds = sum([o.seconds for o in observations])
-    return CommitJudgement(commit, verdict, len(letters), passed, failed, seconds, tuple(observations), policy)
+    return verdict, len(letters), passed, failed
 
 
 def _flaky_on(observations: Sequence[Observation]) -> bool:
@@ -192,9 +208,8 @@ def flip_score(
 
 def _flips(observations: Sequence[Observation], ordered: Sequence[str]) -> tuple[float, int]:
     """``flip_score``, with the commits in the order they first ran."""
-    newest = len(ordered) - 1
-    # each commit's weight worked out once, not once per attempt
-    weight = {commit: 0.5 ** ((newest - i) / HALF_LIFE_COMMITS) for i, commit in enumerate(ordered)}
+    # each commit's weight worked out once, not once per attempt: the newest 1, the one before it less
+    weight = dict(zip(ordered, reversed(_weights(len(ordered))), strict=True))
     letters = letters_of(observations)
     if len(letters) == len(observations) and "S" not in letters:
         return _single_attempt_flips(observations, letters, weight)
@@ -219,6 +234,18 @@ def _flips(observations: Sequence[Observation], ordered: Sequence[str]) -> tuple
 
 
 _FAILED_BIT = str.maketrans("PFE", "011")
+_WEIGHTS: list[list[float]] = [[]]  # the recency weights by commits newer (one list, replaced when grown)
+
+
+def _weights(commits: int) -> list[float]:
+    """The recency weight of a commit with 0, 1, 2, … newer commits, for ``commits`` commits: it halves
+    every ``HALF_LIFE_COMMITS``. Worked out once for the longest history seen (a list is only ever
+    replaced whole, so a reader in another thread sees a complete one)."""
+    table = _WEIGHTS[0]
+    if len(table) < commits:
+        table = [0.5 ** (newer / HALF_LIFE_COMMITS) for newer in range(max(commits, 2 * len(table), 64))]
+        _WEIGHTS[0] = table
+    return table[:commits]
 
 
 def _single_attempt_flips(
@@ -313,6 +340,17 @@ def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None
     return None
 
 
+def _proof(commits: Sequence[str], outcomes: Sequence[str]) -> tuple[set[str], int]:
+    """Of these runs (each one's commit and outcome letters): the commits with a failed run and a passed
+    one (``_flaky_on``), and how many runs failed. Told by the runs' few distinct outcome strings and
+    picked out in C: a month's history of a flaky test holds thousands of runs."""
+    kinds = set(outcomes)
+    failing, passing = {o for o in kinds if has_failure(o)}, {o for o in kinds if PASSED in o}
+    proven = set(compress(commits, map(failing.__contains__, outcomes)))
+    proven &= set(compress(commits, map(passing.__contains__, outcomes)))
+    return proven, sum(map(failing.__contains__, outcomes))
+
+
 def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> HistoryJudgement:
     observations = in_window(history.observations, thresholds.window_days)
     stable_below, flaky_above = thresholds.stable_below, thresholds.flaky_above
@@ -338,10 +376,11 @@ def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THR
         evidence = f"{counts}; score 0.000, lower bound 0.000 < {stable_below}"
         return HistoryJudgement(TestVerdict.STABLE, 0.0, 0.0, n, len(ran), 0, commits, (), None, evidence)
     # the commits in the order they first ran; only those with a failure grouped (a proof needs one)
-    ordered = list(dict.fromkeys(map(COMMIT_OF, ran)))
+    commits_run = list(map(COMMIT_OF, ran))
+    ordered = list(dict.fromkeys(commits_run))
     commits = len(ordered)
-    failed_runs = sum(n for o, n in Counter(map(OUTCOMES_OF, ran)).items() if FAILED in o or ERROR in o)
-    proof = tuple(commit for commit, obs in failed_commits(ran).items() if _flaky_on(obs))
+    proven, failed_runs = _proof(commits_run, list(map(OUTCOMES_OF, ran)))
+    proof = tuple(filter(proven.__contains__, ordered))  # in the order the commits first ran
     score, _ = _flips(ran, ordered)
     lower = wilson_lower_bound(score, n)
     counts = f"failed {failed_runs} of {len(ran)} runs on {_plural(commits, 'commit')}"
@@ -404,15 +443,19 @@ def known_flaky(observations: Sequence[Observation], now: datetime) -> KnownFlak
     Undated observations (local files without run times) cannot be placed in time and are left out.
     """
     since = now - timedelta(days=KNOWN_FLAKY_DAYS)
-    observations = _near(observations, since, now)
+    near = _near(observations, since, now)
+    starts = list(map(_STARTED_AT, near))
     # each time parsed once: a history's observations share their reports' few times
-    inside = {value: since <= parse_time(value) <= now for value in {o.started_at for o in observations} if value}
-    recent = [o for o in observations if o.started_at and inside[o.started_at] and o.outcomes != "S"]
-    pairs = sum(1 for _, obs in by_commit(recent) if _flaky_on(obs))
-    if not pairs:
+    inside = {value for value in set(starts) if value and since <= parse_time(value) <= now}
+    recent = list(compress(near, map(inside.__contains__, starts)))
+    outcomes = list(map(OUTCOMES_OF, recent))
+    if "S" in outcomes:  # skipped on every attempt: not a run
+        recent = [o for o in recent if o.outcomes != "S"]
+        outcomes = list(map(OUTCOMES_OF, recent))
+    proven, failed = _proof(list(map(COMMIT_OF, recent)), outcomes)
+    if not proven:
         return None
-    failed = sum(1 for o in recent if FAILED in o.outcomes or ERROR in o.outcomes)
-    return KnownFlaky(len(recent), failed, pairs)
+    return KnownFlaky(len(recent), failed, len(proven))
 
 
 def _near(observations: Sequence[Observation], since: datetime, until: datetime) -> Sequence[Observation]:
