@@ -11,6 +11,7 @@ judge adds up (a test that failed or retried on the same commit and context), an
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from bisect import bisect_left
 from collections.abc import Sequence
@@ -203,21 +204,41 @@ class _Entry(NamedTuple):
     skipped: bool
 
 
+@functools.lru_cache(maxsize=4)  # a repository's reports mostly share a few manifests, read attempt after attempt
+def _manifest(test_ids: bytes, skipped_ids: bytes) -> tuple[dict[int, int], frozenset[int]]:
+    """A manifest's tests, each with its position, and its skipped tests; decoded in C."""
+    ids = codec.unpack_ids(test_ids)
+    return dict(zip(ids, range(len(ids)), strict=True)), frozenset(codec.unpack_ids(skipped_ids))
+
+
 def _entries(manifest: Any, info: dict[int, Any]) -> list[_Entry]:
-    """The wanted tests a manifest holds: decoded once per manifest, however many reports point at it."""
-    skipped = set(codec.unpack_ids(manifest.skipped_ids))
-    return [
-        _Entry(position, test_pk, test_pk in skipped)
-        for position, test_pk in enumerate(codec.unpack_ids(manifest.test_ids))
-        if test_pk in info
-    ]
+    """The wanted tests a manifest holds, in its order: looked up in it, however many tests it holds."""
+    positions, skipped = _manifest(manifest.test_ids, manifest.skipped_ids)
+    held = sorted((positions[t], t) for t in info if t in positions)
+    return [_Entry(position, test_pk, test_pk in skipped) for position, test_pk in held]
+
+
+def _in_every_report(report_rows: list[Any], entries: dict[int, list[_Entry]]) -> dict[int, set[int]]:
+    """Per context, the wanted tests that every report of it held and none skipped."""
+    used: dict[int, set[int]] = {}
+    for r in report_rows:
+        used.setdefault(r[1], set()).add(r[8])  # context_id, manifest_id
+    return {
+        context_id: set.intersection(*({e.test_pk for e in entries[m] if not e.skipped} for m in manifest_ids))
+        for context_id, manifest_ids in used.items()
+    }
 
 
 def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -> list[TestHistory]:
-    """The observation lists, per test and context, filled report by report in the order the reports ran.
+    """The observation lists, per test and context, in the order the reports ran.
 
     ``failed_commits``: only the observations on the commits where the test failed (in that context), which
-    is all a same-code pass and failure (``bot.core.verdicts.known_flaky``) can be found in."""
+    is all a same-code pass and failure (``bot.core.verdicts.known_flaky``) can be found in.
+
+    An untimed pass is one observation per report, shared by the tests that passed in it. A test that every
+    report of its context held (most of a repository's tests, when judging) starts from a copy of that
+    context's passes, with its failures, retries and timed passes put in their places; the others are filled
+    report by report."""
     info, context_keys, report_rows = rows.tests, rows.context_keys, rows.reports
     if failed_commits:
         report_rows, rows = _on_failed_commits(rows)
@@ -227,12 +248,81 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
     # digest, id)
     report_rows.sort(key=lambda r: (r[6] or "", r[5] or 0, r[2], r[3], r[4] or 0, r[7], r[0]))
     entries = {mid: _entries(m, info) for mid, m in rows.manifests.items()}
-    kept: dict[int, dict[int, tuple[str, str, str]]] = {}
-    for report_id, test_pk, attempts, message, details in rows.kept:  # as ``history_rows`` asks them
-        kept.setdefault(report_id, {})[test_pk] = (attempts, message, details or "")
+    new = _NEW
+    # each report's untimed pass, made once; where each report sits in its context's run of reports
+    shared: list[Observation] = []
+    passes: dict[int, list[Observation]] = {}  # per context
+    slot: dict[int, tuple[int, int, int, Any]] = {}  # report id: (context, place in its context, order, row)
+    for order, r in enumerate(report_rows):
+        report_id, context_id, commit, attempt, run_id, _, started = r[:7]  # the columns asked
+        passed = new(Observation, (order, commit, attempt, run_id, started, PASSED, 0.0, "", ""))
+        shared.append(passed)
+        in_context = passes.setdefault(context_id, [])
+        slot[report_id] = (context_id, len(in_context), order, r)
+        in_context.append(passed)
+    whole = {} if timed or failed_commits else _in_every_report(report_rows, entries)
     found: dict[tuple[int, int], TestHistory] = {}
-    # the observation lists of one context, by test: filled report by report in time order (a list is
-    # never empty once made, so ``get(...) or list_of(...)`` makes each one once)
+    copies: dict[tuple[int, int], list[Observation]] = {}  # (context, test): the tests in ``whole``
+    for context_id, tests_held in whole.items():
+        for test_pk in tests_held:
+            t = info[test_pk]
+            history = TestHistory(
+                t.test_id,
+                t.family,
+                t.classname,
+                t.name,
+                t.file,
+                t.line,
+                context_keys[context_id],
+                passes[context_id].copy(),
+            )
+            found[(test_pk, context_id)] = history
+            copies[(context_id, test_pk)] = history.observations
+    for (report_id, test_pk), secs in rows.pass_seconds.items() if copies else ():  # timed passes first: a kept
+        where = slot.get(report_id)  # result in the same place wins
+        if where is not None and (observations := copies.get((where[0], test_pk))) is not None:
+            order, r = where[2], where[3]
+            observations[where[1]] = new(Observation, (order, r[2], r[3], r[4], r[6], PASSED, secs, "", ""))
+    kept: dict[int, dict[int, tuple[str, str, str]]] = {}  # by report, then test: the ones filled report by report
+    for report_id, test_pk, attempts, message, details in rows.kept:  # as ``history_rows`` asks them
+        where = slot.get(report_id)
+        if where is not None and (observations := copies.get((where[0], test_pk))) is not None:
+            order, r = where[2], where[3]
+            letters, seconds = codec.attempt_outcomes(attempts)
+            observations[where[1]] = new(
+                Observation, (order, r[2], r[3], r[4], r[6], letters, seconds, message, details or "")
+            )
+        else:
+            kept.setdefault(report_id, {})[test_pk] = (attempts, message, details or "")
+    _report_by_report(rows, report_rows, shared, entries, whole, kept, found, timed=timed)
+    return sorted(found.values(), key=lambda h: (h.test_id, h.context))
+
+
+_NEW = tuple.__new__  # an Observation from a tuple of every field, in C: this runs once per observation
+
+
+def _kept(order: int, r: Any, attempts_text: str, message: str, details: str) -> Observation:
+    """The observation of a kept result (a failure or a retry) in report ``r``, ``order``-th in time."""
+    letters, seconds = codec.attempt_outcomes(attempts_text)
+    return _NEW(Observation, (order, r[2], r[3], r[4], r[6], letters, seconds, message, details))
+
+
+def _report_by_report(
+    rows: HistoryRows,
+    report_rows: list[Any],
+    shared: list[Observation],
+    entries: dict[int, list[_Entry]],
+    whole: dict[int, set[int]],
+    kept: dict[int, dict[int, tuple[str, str, str]]],
+    found: dict[tuple[int, int], TestHistory],
+    *,
+    timed: bool,
+) -> None:
+    """Fills ``found`` with the histories of the tests not in ``whole``, report by report in time order
+    (``shared``: each report's untimed pass, by order)."""
+    info, context_keys, pass_seconds, failed = rows.tests, rows.context_keys, rows.pass_seconds, rows.failed
+    # the observation lists of one context, by test (a list is never empty once made, so
+    # ``get(...) or list_of(...)`` makes each one once)
     lists: dict[int, dict[int, list[Observation]]] = {}
 
     def list_of(test_pk: int, context_id: int) -> list[Observation]:
@@ -242,9 +332,9 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
         lists[context_id][test_pk] = history.observations
         return history.observations
 
-    pass_seconds = rows.pass_seconds
-    failed = rows.failed
-    new = tuple.__new__  # an Observation from a tuple of every field, in C: this runs once per observation
+    # the wanted tests of each manifest left to fill here, per context
+    left: dict[tuple[int, int], list[_Entry]] = {}
+    new = _NEW
     for order, r in enumerate(report_rows):
         report_id, context_id, commit, attempt, run_id, _, started, _, manifest_id = r[:9]  # the columns asked
         by_test = lists.setdefault(context_id, {})
@@ -252,9 +342,13 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
         ms = codec.ms_at(r.passed_ms) if timed else None
         only = None if failed is None else failed[(context_id, commit)]
         # an untimed pass (or a skip) is the same observation for every test of the report: made once
-        passed = new(Observation, (order, commit, attempt, run_id, started, PASSED, 0.0, "", ""))
+        passed = shared[order]
         skip = new(Observation, (order, commit, attempt, run_id, started, SKIPPED, 0.0, "", ""))
-        for position, test_pk, skipped in entries[manifest_id]:
+        mine_entries = left.get((context_id, manifest_id))
+        if mine_entries is None:
+            held = whole.get(context_id, ())
+            mine_entries = left[(context_id, manifest_id)] = [e for e in entries[manifest_id] if e.test_pk not in held]
+        for position, test_pk, skipped in mine_entries:
             if test_pk in mine or (only is not None and test_pk not in only):
                 continue
             if skipped:
@@ -267,11 +361,9 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
                 obs = passed
             (by_test.get(test_pk) or list_of(test_pk, context_id)).append(obs)
         for test_pk, (attempts_text, message, details) in mine.items():
-            letters, seconds = codec.attempt_outcomes(attempts_text)
             (by_test.get(test_pk) or list_of(test_pk, context_id)).append(
-                new(Observation, (order, commit, attempt, run_id, started, letters, seconds, message, details))
+                _kept(order, r, attempts_text, message, details)
             )
-    return sorted(found.values(), key=lambda h: (h.test_id, h.context))
 
 
 def _on_failed_commits(rows: HistoryRows) -> tuple[list[Any], HistoryRows]:
