@@ -26,7 +26,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.core.observations import PASSED, Observation, has_failure
+from bot.core.observations import PASSED, Observation, has_failure, on_commits
 from bot.core.verdicts import CommitVerdict, short
 
 MIN_STREAK = 2  # failing runs on the default branch before it is said to fail there
@@ -99,7 +99,7 @@ def baseline(
 ) -> Baseline:
     """The default branch's runs of the test in this context (``observations``, in time order, of one
     context), and its runs on the pull request's base commit."""
-    runs = [o for o in observations if o.commit in default_commits and o.commit != head_sha and _letters(o)]
+    runs = [o for o in on_commits(observations, default_commits) if o.commit != head_sha and _letters(o)]
     where = branch or "the default branch"
     streak = 0
     for o in reversed(runs):
@@ -122,7 +122,7 @@ def baseline(
             f"fails on {where} too: failed all {streak} of its runs there since {short(since)}: not this change",
             since,
         )
-    base = [o for o in observations if o.commit in base_commits and o.commit != head_sha and _letters(o)]
+    base = [o for o in on_commits(observations, base_commits) if o.commit != head_sha and _letters(o)]
     if base and all(_passes(o) for o in base):
         return Baseline(BaselineState.PASSED, f"passed on this pull request's base {short(base[-1].commit)}")
     recent = runs[-RECENT:]

@@ -18,7 +18,7 @@ from bot.core.display import source_location, stored_display_id
 from bot.core.gate import Conclusion, Gate, GatePolicy, decide
 from bot.core.identity import ExecutionContext
 from bot.core.judge import judge
-from bot.core.observations import Observation, TestHistory, any_failed
+from bot.core.observations import Observation, TestHistory, any_failed, on_commits
 from bot.core.quarantine import NONE as NO_QUARANTINE
 from bot.core.quarantine import Entry, Quarantine
 from bot.core.verdicts import (
@@ -214,7 +214,7 @@ def commit_report(
                 ended.append((history.test_id, context.display(), recovery_evidence(judged_history, thresholds)))
             else:  # remembered until its history shows it recovered
                 known_now.add(key)
-        here = [o for o in history.observations if o.commit == head_sha]
+        here = on_commits(history.observations, {head_sha})
         if any_failed(here):
             findings.append(_finding(history, here, known, context, where))
     if timings:
@@ -348,7 +348,7 @@ def _stable_on_branch(
     history: TestHistory, head_sha: str, default_commits: Collection[str], thresholds: Thresholds
 ) -> bool:
     """Whether the test's runs on the default branch in this context, alone, judge it stable."""
-    on_branch = [o for o in history.observations if o.commit in default_commits and o.commit != head_sha]
+    on_branch = [o for o in on_commits(history.observations, default_commits) if o.commit != head_sha]
     alone = TestHistory(
         history.test_id, history.family, history.classname, history.name, history.file, history.line, history.context
     )

@@ -5,6 +5,7 @@ failed on one commit, so the two cannot disagree."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 from bot.core.cost import Cost, Rates, cost_of
 from bot.core.identity import ExecutionContext
@@ -53,6 +54,7 @@ def judge(
     if not any_failed(observations):
         commits: tuple[CommitJudgement, ...] = ()
     else:
-        commits = tuple(commit_judgement(sha, obs, policy) for sha, obs in failed_commits(observations).items())
+        groups = failed_commits(observations)
+        commits = tuple(map(commit_judgement, groups, groups.values(), repeat(policy)))
     judged = history_judgement(history, thresholds)
     return TestAnalysis(history, judged, commits, cost_of(commits, rates), seen - len(commits))

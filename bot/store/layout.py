@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import operator
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from bot.store import codec
 from bot.store.schema import contexts, manifests, observations, pass_times, reports, tests
 
 _BATCH = 500
+_REPORT_AND_TEST, _SECONDS = operator.itemgetter(0, 1), operator.itemgetter(2)  # of a pass_times row
 
 
 @dataclass(slots=True)
@@ -136,7 +138,9 @@ def history_rows(
         reports.c.digest,
         reports.c.manifest_id,
     ]
-    report_rows = list(conn.execute(sa.select(*columns, *([reports.c.passed_ms] if timed else [])).where(in_window)))
+    report_rows = list(
+        conn.execute(sa.select(*columns, *([reports.c.passed_ms] if timed else [])).where(in_window)).all()
+    )
     if not info or not report_rows:
         return HistoryRows(info, context_keys, [], {}, [], {})
     manifest_rows = _in(
@@ -167,7 +171,8 @@ def history_rows(
             .join(reports, reports.c.id == pass_times.c.report_id)
             .where(in_window)
         )
-        seconds = {(int(r), int(t)): float(s) for r, t, s in _in(conn, query, pass_times.c.test_id, of_tests)}
+        found = _in(conn, query, pass_times.c.test_id, of_tests)  # integer ids, float seconds: as the columns say
+        seconds = dict(zip(map(_REPORT_AND_TEST, found), map(_SECONDS, found), strict=True))
     return HistoryRows(info, context_keys, report_rows, {int(m.id): m for m in manifest_rows}, kept, seconds)
 
 
