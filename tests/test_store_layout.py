@@ -3,6 +3,7 @@ reports say; a history of a few tests reads only their rows; migration 0012 conv
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -355,6 +356,25 @@ def test_assess_reads_less_and_says_the_same(store: Store, monkeypatch: pytest.M
     assert first == {f"tests.mod::{t}" for t in ("single", "clean", "recent", "older", "gone", "other")}
     assert then == first - {"tests.mod::recent"}
     assert judged == {f"tests.mod::{t}" for t in ("flaky", "single", "clean", "gone", "other")}
+
+
+def test_failure_texts_are_read_only_on_the_commits_asked(store: Store) -> None:
+    """Judging one commit shows only its own failures' messages and stack traces: the others are left
+    empty, and every other field is what a full read says."""
+    for one, identity in _mixed():
+        store.ingest(one, identity)
+    traced = report(dataclasses.replace(result("f", F), details="Traceback (most recent call last): boom"))
+    store.ingest(traced, run("c9", 1, run_id=9, started_at="2026-03-09T10:00:00Z"))
+    full = store.history(REPO, timed=False)
+    assert any(o.message and o.commit == "c1" for h in full for o in h.observations)
+    assert any(o.details and o.commit == "c9" for h in full for o in h.observations)
+    for asked in ({"c9"}, {"c1", "c3"}, set()):
+        some = store.history(REPO, timed=False, texts_on=asked)
+        assert [h.test_id for h in some] == [h.test_id for h in full]
+        for whole, read in zip(full, some, strict=True):
+            assert read.observations == [
+                o if o.commit in asked else o._replace(message="", details="") for o in whole.observations
+            ]
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,7 @@ def _assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection
     report = commit_report(
         scope.repo,
         head_sha,
-        store.history(scope.repo, wanted, since, timed=False),
+        store.history(scope.repo, wanted, since, timed=False, texts_on={head_sha}),
         policy=scope.options.policy,
         rates=scope.options.rates,
         now=now,
@@ -101,7 +101,7 @@ def still_known_flaky(scope: Scope, test_ids: set[str], since: str, now: datetim
         if not test_ids:
             break
         recent = max(since, stored_time(now - timedelta(days=days)))
-        read = scope.store.history(scope.repo, test_ids, recent, timed=False, failed_commits=True)
+        read = scope.store.history(scope.repo, test_ids, recent, timed=False, failed_commits=True, texts_on=())
         known = {(h.test_id, h.context) for h in read if known_flaky(h.observations, now)}
         found |= known
         # a test is done when it is known flaky in every context it ran in (the others may still be)

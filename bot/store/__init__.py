@@ -292,6 +292,7 @@ class Store:
         *,
         timed: bool = True,
         failed_commits: bool = False,
+        texts_on: Iterable[str] | None = None,
     ) -> list[TestHistory]:
         """Every stored observation of the repository's tests (or of the named ones), per test and context;
         with ``since`` (an ISO time in the stored form), only reports that started then or later, and
@@ -304,6 +305,9 @@ class Store:
         (their ``order`` counts the reports read): enough for ``bot.core.verdicts.known_flaky`` to find a
         same-code pass and failure, not to judge a history.
 
+        ``texts_on``: the commits whose failures keep their message and details (judging one commit shows
+        only its own); on the others they are empty and not read. None (the default): every commit's.
+
         Reports are ordered by when they ran (``started_at``, then ``run_index``), then by commit, attempt
         and run, so the result does not depend on the order in which files were read or runs delivered.
         """
@@ -312,7 +316,8 @@ class Store:
             repo_key = conn.execute(sa.select(repos.c.id).where(repos.c.full_name == repo)).scalar()
             if repo_key is None:
                 return []
-            rows = history_rows(conn, repo_key, wanted, since, timed=timed)
+            texts = None if texts_on is None else set(texts_on)
+            rows = history_rows(conn, repo_key, wanted, since, timed=timed, texts_on=texts)
         return histories(rows, timed=timed, failed_commits=failed_commits)
 
     def counts(self) -> dict[str, int]:

@@ -15,7 +15,7 @@ import functools
 import hashlib
 import operator
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -120,8 +120,16 @@ class HistoryRows(NamedTuple):
 
 
 def history_rows(
-    conn: Connection, repo_key: int, wanted: set[str] | None, since: str | None, *, timed: bool
+    conn: Connection,
+    repo_key: int,
+    wanted: set[str] | None,
+    since: str | None,
+    *,
+    timed: bool,
+    texts_on: Collection[str] | None = None,
 ) -> HistoryRows:
+    """The rows of the wanted tests' histories (``Store.history``). ``texts_on``: the commits whose failures'
+    messages and details are read (None: every commit's); elsewhere they are left empty, unread."""
     info = {row.id: row for row in _test_rows(conn, repo_key, wanted)}
     started = reports.c.started_at
     recent = sa.true() if since is None else sa.or_(started.is_(None), started >= since)
@@ -150,15 +158,14 @@ def history_rows(
         sorted({int(r.manifest_id) for r in report_rows}),
     )
     of_tests = None if wanted is None else sorted(info)
+    message: sa.ColumnElement[Any] = observations.c.message
+    details: sa.ColumnElement[Any] = observations.c.details
+    if texts_on is not None:  # NULL elsewhere: a month of stack traces is most of what a history weighs
+        on = reports.c.commit_sha.in_(sorted(texts_on))
+        message, details = sa.case((on, message), else_=sa.null()), sa.case((on, details), else_=sa.null())
     kept = _in(
         conn,
-        sa.select(
-            observations.c.report_id,
-            observations.c.test_id,
-            observations.c.attempts,
-            observations.c.message,
-            observations.c.details,
-        )
+        sa.select(observations.c.report_id, observations.c.test_id, observations.c.attempts, message, details)
         .join(reports, reports.c.id == observations.c.report_id)
         .where(in_window),
         observations.c.test_id,
@@ -295,10 +302,10 @@ def histories(rows: HistoryRows, *, timed: bool, failed_commits: bool = False) -
             order, r = where[2], where[3]
             letters, seconds = codec.attempt_outcomes(attempts)
             observations[where[1]] = new(
-                Observation, (order, r[2], r[3], r[4], r[6], letters, seconds, message, details or "")
+                Observation, (order, r[2], r[3], r[4], r[6], letters, seconds, message or "", details or "")
             )
         else:
-            kept.setdefault(report_id, {})[test_pk] = (attempts, message, details or "")
+            kept.setdefault(report_id, {})[test_pk] = (attempts, message or "", details or "")
     _report_by_report(rows, report_rows, shared, entries, whole, kept, found, timed=timed)
     return sorted(found.values(), key=lambda h: (h.test_id, h.context))
 
