@@ -8,8 +8,11 @@ from itertools import pairwise
 
 import pytest
 
+from bot.core.cost import Rates
+from bot.core.judge import judge, judge_failure
 from bot.core.observations import Observation, TestHistory
 from bot.core.verdicts import (
+    SINGLE_FAIL_POLICIES,
     CommitVerdict,
     TestVerdict,
     commit_judgement,
@@ -255,3 +258,16 @@ def test_quick_paths_agree_with_the_plain_reading(seed: int, retries: bool, date
     judged = history_judgement(history(*observations))
     assert judged.failed_runs == sum(1 for o in observations if "F" in o.outcomes or "E" in o.outcomes)
     assert judged.proof_commits == tuple(c for c, obs in groups.items() if "P" in "".join(o.outcomes for o in obs))
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("retries", [False, True])
+@pytest.mark.parametrize("policy", SINGLE_FAIL_POLICIES)
+def test_a_finding_is_judged_as_judge_judges_the_whole_history(seed: int, retries: bool, policy: CommitVerdict) -> None:
+    """``judge_failure`` judges only the commits a finding shows and counts; it says what ``judge`` says."""
+    observations = _seeded_history(seed, retries=retries, dated="mixed")
+    whole = judge(history(*observations), policy, Rates())
+    assert whole.cost.events > 0 and len(whole.commits) > whole.cost.events  # failed commits that are not flaky
+    for commit in whole.commits:
+        here = [o for o in observations if o.commit == commit.commit]
+        assert judge_failure(history(*observations), here, policy, Rates()) == (whole.judgement, commit, whole.cost)

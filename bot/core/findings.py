@@ -17,7 +17,7 @@ from bot.core.cost import Cost, Measured, Rates, RerunTiming, measured_share
 from bot.core.display import source_location, stored_display_id
 from bot.core.gate import Conclusion, Gate, GatePolicy, decide
 from bot.core.identity import ExecutionContext
-from bot.core.judge import judge
+from bot.core.judge import judge_failure
 from bot.core.observations import Observation, TestHistory, any_failed, on_commits
 from bot.core.quarantine import NONE as NO_QUARANTINE
 from bot.core.quarantine import Entry, Quarantine
@@ -266,8 +266,7 @@ def _finding(
 ) -> Finding:
     """One test that failed on the commit: its judgement (the same `flaketally analyze` gives), the word
     the default branch and the base give it, and what the comment shows of it."""
-    judged = judge(history, w.policy, w.rates, w.thresholds)
-    commit = next(c for c in judged.commits if c.commit == w.head_sha)
+    judgement, commit, cost = judge_failure(history, here, w.policy, w.rates, w.thresholds)
     found = baseline(
         history.observations,
         w.head_sha,
@@ -286,16 +285,16 @@ def _finding(
         line,
         context,
         commit,
-        judged.judgement,
+        judgement,
         known,
-        judged.cost,
+        cost,
         next((o.message for o in here if o.message), ""),
         found,
         newly,
         any((o.run_id, o.attempt) in w.automatic and "P" in o.outcomes for o in here),
         shown,
         recent_outcomes(history),
-        first_flaky_day(history, judged.judgement),
+        first_flaky_day(history, judgement),
         details,
         quarantine=w.quarantine.entry_for(shown, context.display()) if w.quarantine else None,
     )

@@ -4,12 +4,13 @@ failed on one commit, so the two cannot disagree."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
 
 from bot.core.cost import Cost, Rates, cost_of
 from bot.core.identity import ExecutionContext
-from bot.core.observations import TestHistory, any_failed, commits_of
+from bot.core.observations import Observation, TestHistory, any_failed, commits_of
 from bot.core.verdicts import (
     DEFAULT_THRESHOLDS,
     CommitJudgement,
@@ -19,6 +20,7 @@ from bot.core.verdicts import (
     Thresholds,
     commit_judgement,
     failed_commits,
+    flaky_commits,
     history_judgement,
 )
 
@@ -58,3 +60,25 @@ def judge(
         commits = tuple(map(commit_judgement, groups, groups.values(), repeat(policy)))
     judged = history_judgement(history, thresholds)
     return TestAnalysis(history, judged, commits, cost_of(commits, rates), seen - len(commits))
+
+
+def judge_failure(
+    history: TestHistory,
+    here: Sequence[Observation],
+    policy: CommitVerdict,
+    rates: Rates,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> tuple[HistoryJudgement, CommitJudgement, Cost]:
+    """What ``judge`` says of a test that failed on one commit (``here``: its observations there, in order),
+    as a finding shows it: the history verdict, that commit's judgement and the cost. Only the commits the
+    cost counts (the flaky ones) are judged, not every commit it failed on: a flaky test fails on a thousand
+    commits a month, and a pull request's check reads this for every test that failed on it. (A single-fail
+    policy of flaky makes a lone failure a flaky commit too: then every failed commit is judged.)"""
+    observations = history.observations
+    flaky = failed_commits(observations) if policy is CommitVerdict.FLAKY else flaky_commits(observations)
+    counted = tuple(map(commit_judgement, flaky, flaky.values(), repeat(policy)))
+    return (
+        history_judgement(history, thresholds),
+        commit_judgement(here[0].commit, here, policy),
+        cost_of(counted, rates),
+    )

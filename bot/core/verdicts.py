@@ -172,9 +172,23 @@ def failed_commits(observations: Sequence[Observation]) -> dict[str, list[Observ
     if not bad:
         return {}
     commits = list(map(COMMIT_OF, observations))
-    failing = set(compress(commits, map(bad.__contains__, outcomes)))
+    return _grouped(observations, commits, set(compress(commits, map(bad.__contains__, outcomes))))
+
+
+def flaky_commits(observations: Sequence[Observation]) -> dict[str, list[Observation]]:
+    """``failed_commits`` of only the commits with a pass too (the ones ``commit_judgement`` calls flaky)."""
+    commits = list(map(COMMIT_OF, observations))
+    proven, _ = _proof(commits, list(map(OUTCOMES_OF, observations)))
+    return _grouped(observations, commits, proven) if proven else {}
+
+
+def _grouped(
+    observations: Sequence[Observation], commits: Sequence[str], among: set[str]
+) -> dict[str, list[Observation]]:
+    """The observations on the commits ``among`` (``commits``: each observation's), by commit in the order
+    the commits first ran."""
     groups: dict[str, list[Observation]] = {}
-    for obs in compress(observations, map(failing.__contains__, commits)):
+    for obs in compress(observations, map(among.__contains__, commits)):
         groups.setdefault(obs[1], []).append(obs)
     return groups
 
