@@ -137,23 +137,29 @@ def test_a_history_of_a_few_tests_reads_no_other_test(store: Store) -> None:
     with store.engine.connect() as conn:
         pks = {int(i) for (i,) in conn.execute(sa.text("SELECT id FROM tests WHERE name = 'test_007'"))}
     repo_key = rec.repo_key(store, REPO)
+    with store.engine.connect() as conn:
+        report_ids = {int(i) for (i,) in conn.execute(sa.text("SELECT id FROM reports"))}
     sent = list(_statements(store, lambda: store.history(REPO, {"tests.mod::test_007"}, timed=False)))
     assert not any("passed_ms" in text for text, _ in sent)
     for text, values in sent:
         if "FROM tests" in text:
-            assert len([v for v in values if isinstance(v, str) and len(v) == 64]) == 1
+            assert len([v for k, v in values.items() if isinstance(v, str) and len(v) == 64]) == 1
         if "FROM observations" in text or "FROM pass_times" in text:
-            assert {v for v in values if isinstance(v, int)} <= pks | {repo_key}
+            assert {v for k, v in values.items() if k.startswith("test_id")} == pks
+            # the window's 6 reports are few: asked by id as well (``layout._FEW``)
+            assert {v for k, v in values.items() if k.startswith("report_id")} == report_ids
+            assert {v for k, v in values.items() if isinstance(v, int)} <= pks | report_ids | {repo_key}
     (history,) = store.history(REPO, {"tests.mod::test_007"}, timed=False)
     assert [o.outcomes for o in history.observations] == ["P", "F", "P", "F", "P", "F"]
 
 
-def _statements(store: Store, action: Any) -> Iterator[tuple[str, list[object]]]:
-    sent: list[tuple[str, list[object]]] = []
+def _statements(store: Store, action: Any) -> Iterator[tuple[str, dict[str, object]]]:
+    """The statements ``action`` sends, each with its parameters by name (whatever the driver's style)."""
+    sent: list[tuple[str, dict[str, object]]] = []
 
-    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
-        values = list(parameters.values()) if isinstance(parameters, dict) else list(parameters or ())
-        sent.append((" ".join(statement.split()), values))
+    def seen(_conn: Any, _cursor: Any, statement: str, _parameters: Any, context: Any, _many: bool) -> None:
+        named = context.compiled_parameters[0] if context.compiled_parameters else {}
+        sent.append((" ".join(statement.split()), dict(named)))
 
     sa.event.listen(store.engine, "before_cursor_execute", seen)
     try:
