@@ -371,6 +371,7 @@ def _report_by_report(
 
     # the wanted tests of each manifest left to fill here, per context
     left: dict[tuple[int, int], list[_Entry]] = {}
+    by_pk: dict[tuple[int, int], dict[int, _Entry]] = {}  # the same, by test
     new = _NEW
     for order, r in enumerate(report_rows):
         report_id, context_id, commit, attempt, run_id, _, started, _, manifest_id = r[:9]  # the columns asked
@@ -385,8 +386,13 @@ def _report_by_report(
         if mine_entries is None:
             held = whole.get(context_id, ())
             mine_entries = left[(context_id, manifest_id)] = [e for e in entries[manifest_id] if e.test_pk not in held]
+        if only is not None:  # the tests that failed on the commit: mostly a few of the wanted ones
+            of_test = by_pk.get((context_id, manifest_id))
+            if of_test is None:
+                of_test = by_pk[(context_id, manifest_id)] = {e.test_pk: e for e in mine_entries}
+            mine_entries = [of_test[t] for t in only if t in of_test]
         for position, test_pk, skipped in mine_entries:
-            if test_pk in mine or (only is not None and test_pk not in only):
+            if test_pk in mine:
                 continue
             if skipped:
                 obs = skip
@@ -406,11 +412,13 @@ def _report_by_report(
 def _on_failed_commits(rows: HistoryRows) -> tuple[list[Any], HistoryRows]:
     """The reports of the commits on which a wanted test failed (per context), and the rows narrowed to
     them: the tests that failed on each, and their kept results there."""
-    where = {int(r.id): (int(r.context_id), str(r.commit_sha)) for r in rows.reports}
+    # by position, as ``history_rows`` asks the columns (reports: id, context_id, commit_sha; kept: report_id,
+    # test_id, attempts): the kept rows of a month are tens of thousands
+    where = {r[0]: (r[1], r[2]) for r in rows.reports}
     failed: dict[tuple[int, str], set[int]] = {}
-    for row in rows.kept:
-        if has_failure(codec.attempt_outcomes(row.attempts)[0]):
-            failed.setdefault(where[int(row.report_id)], set()).add(int(row.test_id))
-    kept = [row for row in rows.kept if int(row.test_id) in failed.get(where[int(row.report_id)], ())]
-    reports_there = [r for r in rows.reports if (int(r.context_id), str(r.commit_sha)) in failed]
+    for report_id, test_pk, attempts, *_ in rows.kept:
+        if has_failure(codec.attempt_outcomes(attempts)[0]):
+            failed.setdefault(where[report_id], set()).add(test_pk)
+    kept = [row for row in rows.kept if row[1] in failed.get(where[row[0]], ())]
+    reports_there = [r for r in rows.reports if (r[1], r[2]) in failed]
     return reports_there, rows._replace(reports=reports_there, kept=kept, failed=failed)
