@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +29,14 @@ from bot.core.observations import (
     has_failure,
     letters_of,
 )
+from bot.core.scores import CROSS_COMMIT_FLIP as CROSS_COMMIT_FLIP
+from bot.core.scores import HALF_LIFE_COMMITS as HALF_LIFE_COMMITS
+from bot.core.scores import SAME_COMMIT_FLIP as SAME_COMMIT_FLIP
+from bot.core.scores import flip_score as flip_score
+from bot.core.scores import flips
+from bot.core.scores import wilson_interval as wilson_interval
+from bot.core.scores import wilson_lower_bound as wilson_lower_bound
+from bot.core.scores import wilson_upper_bound as wilson_upper_bound
 from bot.core.verdict_names import SINGLE_FAIL_POLICIES as SINGLE_FAIL_POLICIES
 from bot.core.verdict_names import CommitVerdict as CommitVerdict
 from bot.core.verdict_names import TestVerdict as TestVerdict
@@ -37,13 +44,8 @@ from bot.core.verdict_names import TestVerdict as TestVerdict
 MIN_OBSERVATIONS = 5
 STABLE_BELOW = 0.05
 FLAKY_ABOVE = 0.10
-SAME_COMMIT_FLIP = 1.0
-CROSS_COMMIT_FLIP = 1 / 3
-# Recency: a commit's weight halves every this many newer commits.
-HALF_LIFE_COMMITS = 20
 KNOWN_FLAKY_DAYS = 7
 WINDOW_DAYS = 30
-_Z = 1.96
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,91 +195,6 @@ def _grouped(
     return groups
 
 
-def wilson_interval(p: float, n: int, z: float = _Z) -> tuple[float, float]:
-    """The Wilson score interval of a rate ``p`` seen over ``n`` trials; (0, 1) with no trial."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = min(1.0, max(0.0, p))
-    denominator = 1 + z * z / n
-    centre = p + z * z / (2 * n)
-    margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, (centre - margin) / denominator), min(1.0, (centre + margin) / denominator)
-
-
-def wilson_lower_bound(p: float, n: int, z: float = _Z) -> float:
-    return wilson_interval(p, n, z)[0] if n > 0 else 0.0
-
-
-def flip_score(
-    observations: Sequence[Observation], groups: Sequence[tuple[str, list[Observation]]] | None = None
-) -> tuple[float, int]:
-    """The recency-weighted rate of outcome changes between neighbouring attempts, and their count.
-
-    A change between two attempts of one commit weighs 1, across commits 1/3; a commit's weight
-    halves every ``HALF_LIFE_COMMITS`` newer commits, so reruns of one commit age together.
-    """
-    ordered = [c for c, _ in groups] if groups is not None else list(dict.fromkeys([o.commit for o in observations]))
-    return _flips(observations, ordered)
-
-
-def _flips(observations: Sequence[Observation], ordered: Sequence[str]) -> tuple[float, int]:
-    """``flip_score``, with the commits in the order they first ran."""
-    # each commit's weight worked out once, not once per attempt: the newest 1, the one before it less
-    weight = dict(zip(ordered, reversed(_weights(len(ordered))), strict=True))
-    letters = letters_of(observations)
-    if len(letters) == len(observations) and "S" not in letters:
-        return _single_attempt_flips(observations, letters, weight)
-    weighted = total = 0.0
-    count = 0
-    before_commit, before_failed = "", False
-    # the attempts that ran, in order, each against the one before it (one pass, no list of pairs)
-    for o in observations:
-        commit = o.commit
-        for c in o.outcomes:
-            if c == "S":
-                continue
-            failed = c == "F" or c == "E"
-            if count:
-                recency = weight[commit]
-                total += recency
-                if failed != before_failed:
-                    weighted += recency * (SAME_COMMIT_FLIP if before_commit == commit else CROSS_COMMIT_FLIP)
-            count += 1
-            before_commit, before_failed = commit, failed
-    return (weighted / total if total else 0.0), count
-
-
-_FAILED_BIT = str.maketrans("PFE", "011")
-_WEIGHTS: list[list[float]] = [[]]  # the recency weights by commits newer (one list, replaced when grown)
-
-
-def _weights(commits: int) -> list[float]:
-    """The recency weight of a commit with 0, 1, 2, … newer commits, for ``commits`` commits: it halves
-    every ``HALF_LIFE_COMMITS``. Worked out once for the longest history seen (a list is only ever
-    replaced whole, so a reader in another thread sees a complete one)."""
-    table = _WEIGHTS[0]
-    if len(table) < commits:
-        table = [0.5 ** (newer / HALF_LIFE_COMMITS) for newer in range(max(commits, 2 * len(table), 64))]
-        _WEIGHTS[0] = table
-    return table[:commits]
-
-
-def _single_attempt_flips(
-    observations: Sequence[Observation], letters: str, weight: dict[str, float]
-) -> tuple[float, int]:
-    """``_flips`` of a history in which every report ran the test once (no retry, no skip): each attempt
-    is an observation. Summed in C, in the same order as the general loop, so the score is the same to
-    the last bit; Python steps only through the flips."""
-    commits = list(map(COMMIT_OF, observations))
-    recency = list(map(weight.__getitem__, commits))
-    total = functools.reduce(operator.add, recency[1:], 0.0)
-    bits = letters.translate(_FAILED_BIT)
-    weighted = 0.0
-    for i in compress(range(1, len(bits)), map(operator.ne, bits[1:], bits[:-1])):
-        weighted += recency[i] * (SAME_COMMIT_FLIP if commits[i - 1] == commits[i] else CROSS_COMMIT_FLIP)
-    return (weighted / total if total else 0.0), len(letters)
-
-
 @dataclass(frozen=True, slots=True)
 class HistoryJudgement:
     verdict: TestVerdict
@@ -395,7 +312,7 @@ def history_judgement(history: TestHistory, thresholds: Thresholds = DEFAULT_THR
     commits = len(ordered)
     proven, failed_runs = _proof(commits_run, list(map(OUTCOMES_OF, ran)))
     proof = tuple(filter(proven.__contains__, ordered))  # in the order the commits first ran
-    score, _ = _flips(ran, ordered)
+    score, _ = flips(ran, ordered)
     lower = wilson_lower_bound(score, n)
     counts = f"failed {failed_runs} of {len(ran)} runs on {_plural(commits, 'commit')}"
     numbers = f"score {score:.3f}, lower bound {lower:.3f}"
@@ -491,10 +408,6 @@ def _near(observations: Sequence[Observation], since: datetime, until: datetime)
     first = (since - timedelta(days=1)).strftime("%Y-%m-%d")  # sorts before every text of that date
     after = (until + timedelta(days=2)).strftime("%Y-%m-%d")  # and after every text of the days before
     return observations[bisect.bisect_left(starts, first) : bisect.bisect_left(starts, after)]
-
-
-def wilson_upper_bound(p: float, n: int, z: float = _Z) -> float:
-    return wilson_interval(p, n, z)[1]
 
 
 def recovered(history: HistoryJudgement, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> bool:
