@@ -271,3 +271,23 @@ def test_a_finding_is_judged_as_judge_judges_the_whole_history(seed: int, retrie
     for commit in whole.commits:
         here = [o for o in observations if o.commit == commit.commit]
         assert judge_failure(history(*observations), here, policy, Rates()) == (whole.judgement, commit, whole.cost)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("retries", [False, True])
+@pytest.mark.parametrize("days_before", [0, 25])  # 25: the oldest reports fall out of the 30-day window
+def test_judge_counts_every_commit_of_the_history(seed: int, retries: bool, days_before: int) -> None:
+    """``judge`` reads its counts off the history verdict when that covered every observation, and counts
+    them itself otherwise: either way, over the whole history."""
+    observations = _seeded_history(seed, retries=retries, dated="utc")
+    older = [o._replace(started_at=stored_time(NOW - timedelta(days=20 + days_before))) for o in observations[:50]]
+    observations = older + observations[50:]
+    judged = judge(history(*observations), CommitVerdict.UNDETERMINED, Rates())
+    failed = {o.commit for o in observations if "F" in o.outcomes or "E" in o.outcomes}
+    assert [c.commit for c in judged.commits] == [
+        c for c in dict.fromkeys(o.commit for o in observations) if c in failed
+    ]
+    assert judged.passing_commits == len({o.commit for o in observations}) - len(failed)
+    clean = [o._replace(outcomes=o.outcomes.replace("F", "P").replace("E", "P")) for o in observations]
+    judged = judge(history(*clean), CommitVerdict.UNDETERMINED, Rates())
+    assert judged.commits == () and judged.passing_commits == len({o.commit for o in clean})

@@ -6,6 +6,7 @@ functions; nothing else builds an id or a context key by hand.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -84,10 +85,16 @@ class ExecutionContext:
 
     @classmethod
     def from_key(cls, key: str) -> ExecutionContext:
-        if key == "default":
-            return cls()
-        values = json.loads(key)
-        return cls(**{f.name: str(values.get(f.name, "")) for f in fields(cls)})
+        return _context_of(key)
+
+
+@functools.lru_cache(maxsize=1024)  # a repository has a few contexts, and every test of each is read back
+def _context_of(key: str) -> ExecutionContext:
+    """``ExecutionContext.from_key``: a frozen value, made once per key."""
+    if key == "default":
+        return ExecutionContext()
+    values = json.loads(key)
+    return ExecutionContext(**{f.name: str(values.get(f.name, "")) for f in fields(ExecutionContext)})
 
 
 @dataclass(frozen=True, slots=True)

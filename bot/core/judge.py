@@ -52,13 +52,16 @@ def judge(
     """A test's history verdict, and a judgement of each commit on which it failed at least once (a commit
     where every attempt passed is counted, not spelled out: most of a large history is just that)."""
     observations = history.observations
-    seen = len(commits_of(observations))
-    if not any_failed(observations):
+    judged = history_judgement(history, thresholds)
+    if judged.runs == len(observations):  # every observation in the window and run: its counts are the whole's
+        seen, failed = judged.commits, judged.failed_runs > 0
+    else:
+        seen, failed = len(commits_of(observations)), any_failed(observations)
+    if not failed:
         commits: tuple[CommitJudgement, ...] = ()
     else:
         groups = failed_commits(observations)
         commits = tuple(map(commit_judgement, groups, groups.values(), repeat(policy)))
-    judged = history_judgement(history, thresholds)
     return TestAnalysis(history, judged, commits, cost_of(commits, rates), seen - len(commits))
 
 

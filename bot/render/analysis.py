@@ -9,7 +9,6 @@ from bot.core.analysis import Analysis
 from bot.core.cost import Cost
 from bot.core.display import display_id, source_location
 from bot.core.judge import TestAnalysis
-from bot.core.observations import any_failed
 from bot.core.verdicts import CommitJudgement, CommitVerdict, TestVerdict
 from bot.render.markdown import code, plain
 
@@ -76,7 +75,8 @@ def _commit_json(c: CommitJudgement) -> dict[str, Any]:
 def _failure(t: TestAnalysis) -> tuple[str | None, str | None, int | None]:
     """The latest failure's message, and the file and line: the report's, else its traceback's."""
     h = t.history
-    latest = next((o for o in reversed(h.observations) if o.failed), None) if any_failed(h.observations) else None
+    # ``commits``: the ones it failed on, none when it never failed
+    latest = next((o for o in reversed(h.observations) if o.failed), None) if t.commits else None
     file, line = source_location(h.classname, h.file, h.line, latest.details if latest else "")
     return (latest.message or None) if latest else None, file, line
 
