@@ -76,16 +76,20 @@ def cost_of(commits: Sequence[CommitJudgement], rates: Rates) -> Cost:
     """A flaky event is one (test, commit, context) judged flaky; its wasted compute, a lower bound,
     is the test's mean runtime on that commit times the attempts beyond the first. An event whose reports
     gave the test no time is counted in ``untimed_events``: its compute is unknown, not zero."""
-    flaky = [c for c in commits if c.verdict is CommitVerdict.FLAKY]
-    wasted = sum(c.seconds / c.attempts * (c.attempts - 1) for c in flaky if c.attempts) / 60
-    developer_minutes = len(flaky) * rates.developer_minutes_per_event
+    return cost_of_events([(c.seconds, c.attempts) for c in commits if c.verdict is CommitVerdict.FLAKY], rates)
+
+
+def cost_of_events(events: Sequence[tuple[float, int]], rates: Rates) -> Cost:
+    """``cost_of`` the flaky events given as (seconds, attempts) of each commit."""
+    wasted = sum(seconds / attempts * (attempts - 1) for seconds, attempts in events if attempts) / 60
+    developer_minutes = len(events) * rates.developer_minutes_per_event
     return Cost(
-        events=len(flaky),
+        events=len(events),
         wasted_compute_minutes=wasted,
         developer_minutes=developer_minutes,
         compute=wasted * rates.compute_per_minute,
         developer=developer_minutes * rates.developer_per_minute,
-        untimed_events=sum(1 for c in flaky if not c.seconds),
+        untimed_events=sum(1 for seconds, _ in events if not seconds),
     )
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
 
-from bot.core.cost import Cost, Rates, cost_of
+from bot.core.cost import Cost, Rates, cost_of, cost_of_events
 from bot.core.identity import ExecutionContext
 from bot.core.observations import Observation, TestHistory, any_failed, commits_of
 from bot.core.verdicts import (
@@ -21,6 +21,7 @@ from bot.core.verdicts import (
     commit_judgement,
     failed_commits,
     flaky_commits,
+    flaky_events,
     history_judgement,
 )
 
@@ -78,10 +79,10 @@ def judge_failure(
     commits a month, and a pull request's check reads this for every test that failed on it. (A single-fail
     policy of flaky makes a lone failure a flaky commit too: then every failed commit is judged.)"""
     observations = history.observations
-    flaky = failed_commits(observations) if policy is CommitVerdict.FLAKY else flaky_commits(observations)
-    counted = tuple(map(commit_judgement, flaky, flaky.values(), repeat(policy)))
-    return (
-        history_judgement(history, thresholds),
-        commit_judgement(here[0].commit, here, policy),
-        cost_of(counted, rates),
-    )
+    judged = history_judgement(history, thresholds)
+    if policy is CommitVerdict.FLAKY:
+        counted = failed_commits(observations)
+    else:  # a verdict over every observation has found the flaky commits already
+        counted = flaky_commits(observations, judged.proof_commits if judged.runs == len(observations) else None)
+    cost = cost_of_events(flaky_events(counted, policy), rates)
+    return judged, commit_judgement(here[0].commit, here, policy), cost

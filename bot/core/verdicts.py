@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import compress
@@ -118,20 +118,35 @@ def commit_judgement(
     policy: CommitVerdict = CommitVerdict.UNDETERMINED,
 ) -> CommitJudgement:
     """One test on one commit in one context, across every attempt and in-report retry."""
-    letters = "".join(map(OUTCOMES_OF, observations))
-    tally = _TALLIES.get((letters, policy))
-    if tally is None:
-        tally = _tally(letters, policy)
-        if len(_TALLIES) < 4096:  # a history holds a handful of distinct letter strings
-            _TALLIES[(letters, policy)] = tally
-    verdict, attempts, passed, failed = tally
+    verdict, attempts, passed, failed = _tally_of("".join(map(OUTCOMES_OF, observations)), policy)
     seconds = sum(map(SECONDS_OF, observations))
     # made in C: a history of a month has a thousand failed commits for each flaky test
     return _NEW(CommitJudgement, (commit, verdict, attempts, passed, failed, seconds, tuple(observations), policy))
 
 
+def flaky_events(groups: Mapping[str, Sequence[Observation]], policy: CommitVerdict) -> list[tuple[float, int]]:
+    """(seconds, attempts) of each commit of ``groups`` (its observations) that ``commit_judgement`` calls
+    flaky, in order: what ``bot.core.cost.cost_of`` counts, without a whole judgement of each commit."""
+    events = []
+    for observations in groups.values():
+        verdict, attempts, _, _ = _tally_of("".join(map(OUTCOMES_OF, observations)), policy)
+        if verdict is _FLAKY:
+            events.append((sum(map(SECONDS_OF, observations)), attempts))
+    return events
+
+
 _TALLIES: dict[tuple[str, CommitVerdict], tuple[CommitVerdict, int, int, int]] = {}
 _NEW = tuple.__new__
+
+
+def _tally_of(letters: str, policy: CommitVerdict) -> tuple[CommitVerdict, int, int, int]:
+    """``_tally``, kept per letter string: a history holds a handful of distinct ones."""
+    tally = _TALLIES.get((letters, policy))
+    if tally is None:
+        tally = _tally(letters, policy)
+        if len(_TALLIES) < 4096:
+            _TALLIES[(letters, policy)] = tally
+    return tally
 
 
 def _tally(letters: str, policy: CommitVerdict) -> tuple[CommitVerdict, int, int, int]:
@@ -177,11 +192,16 @@ def failed_commits(observations: Sequence[Observation]) -> dict[str, list[Observ
     return _grouped(observations, commits, set(compress(commits, map(bad.__contains__, outcomes))))
 
 
-def flaky_commits(observations: Sequence[Observation]) -> dict[str, list[Observation]]:
-    """``failed_commits`` of only the commits with a pass too (the ones ``commit_judgement`` calls flaky)."""
+def flaky_commits(
+    observations: Sequence[Observation], proven: Collection[str] | None = None
+) -> dict[str, list[Observation]]:
+    """``failed_commits`` of only the commits with a pass too (the ones ``commit_judgement`` calls flaky);
+    ``proven``: those commits, when already known (a history verdict's ``proof_commits``, when it covered
+    every observation)."""
     commits = list(map(COMMIT_OF, observations))
-    proven, _ = _proof(commits, list(map(OUTCOMES_OF, observations)))
-    return _grouped(observations, commits, proven) if proven else {}
+    if proven is None:
+        proven, _ = _proof(commits, list(map(OUTCOMES_OF, observations)))
+    return _grouped(observations, commits, set(proven)) if proven else {}
 
 
 def _grouped(
