@@ -1,6 +1,7 @@
 """The one judge of a test: its history verdict, the verdict of each commit it failed on, and their cost.
-``flaketally analyze`` shows this for every test it has seen; the PR findings show it for the tests that
-failed on one commit, so the two cannot disagree."""
+``flaketally analyze`` shows this for every test it has seen; the PR findings show the part of it a finding
+needs for the tests that failed on one commit (``judge_failure``: the same verdict, commit and cost, a test
+checks), so the two cannot disagree."""
 
 from __future__ import annotations
 
