@@ -51,8 +51,9 @@ NOW = datetime(2026, 3, 31, tzinfo=UTC)
 class History:
     """The generated repository: its tests, flaky ones with their failure rates, runs in time order."""
 
-    def __init__(self, tests: int, days: int, per_day: int, seed: int = 14) -> None:
+    def __init__(self, tests: int, days: int, per_day: int, seed: int = 14, trace_bytes: int = 0) -> None:
         self.rng = random.Random(seed)
+        self.trace_bytes = trace_bytes
         self.names = [f"tests.pkg{i // 500}.test_mod::test_{i:06}" for i in range(tests)]
         flaky = self.rng.sample(range(tests), max(1, tests // 200))
         self.rates = {i: self.rng.uniform(0.05, 0.35) for i in flaky}
@@ -61,13 +62,25 @@ class History:
         self.start = NOW - timedelta(days=days)
         self.step = timedelta(days=days) / self.runs
 
+    def trace(self, i: int, n: int) -> str:
+        """The stack trace of test ``i`` failing in run ``n``: about ``trace_bytes`` (none when 0)."""
+        if not self.trace_bytes:
+            return ""
+        frame = (
+            f'  File "tests/pkg{i // 500}/test_mod.py", line {i % 997 + 10}, in test_{i:06}\n    assert status == 200\n'
+        )
+        text = f"Traceback (most recent call last): run {n}\n" + frame * (self.trace_bytes // len(frame) + 1)
+        return text[: self.trace_bytes]
+
     def failing(self) -> list[int]:
         return sorted(i for i, p in self.rates.items() if self.rng.random() < p)
 
-    def results(self, failed: list[int]) -> list[TestResult]:
+    def results(self, failed: list[int], n: int) -> list[TestResult]:
         bad = set(failed)
         return [
-            _result(name, Outcome.FAILED if i in bad else Outcome.PASSED, self.base[i])
+            _result(
+                name, Outcome.FAILED if i in bad else Outcome.PASSED, self.base[i], self.trace(i, n) if i in bad else ""
+            )
             for i, name in enumerate(self.names)
         ]
 
@@ -84,15 +97,16 @@ class History:
         )
 
 
-def _result(name: str, outcome: Outcome, seconds: float) -> TestResult:
+def _result(name: str, outcome: Outcome, seconds: float, details: str = "") -> TestResult:
     classname, test = name.split("::")
-    return TestResult(classname, test, (Attempt(outcome, seconds, "boom" if outcome.is_failure else ""),))
+    attempt = Attempt(outcome, seconds, "boom" if outcome.is_failure else "")
+    return TestResult(classname, test, (attempt,), details=details)
 
 
 def build(store: Store, history: History, ingested: int) -> tuple[list[RunIdentity], int, int]:
     """Rows for every run but the last ``ingested``, then those through ``Store.ingest``: the ingested
     runs' identities, and the failures and passes stored."""
-    first = history.results([])
+    first = history.results([], 0)
     with store.engine.begin() as conn:
         repo_key = store.repo_key(conn, REPO)
         context_id = store._id(conn, contexts, {"key": CONTEXT.key()}, {})
@@ -132,7 +146,7 @@ def build(store: Store, history: History, ingested: int) -> tuple[list[RunIdenti
                 "attempts": f'[["F", {round(history.base[i], 3)}, "boom"]]',
                 "duration": round(history.base[i], 3),
                 "message": "boom",
-                "details": None,
+                "details": history.trace(i, n) or None,
             }
             for n, a, i in kept_rows
         ]
@@ -148,7 +162,7 @@ def build(store: Store, history: History, ingested: int) -> tuple[list[RunIdenti
     for n in range(bulk, history.runs):
         identity = history.identity(n, 1)
         failed = history.failing()
-        store.ingest(Report(digest=f"{n:064x}", results=history.results(failed)), identity)
+        store.ingest(Report(digest=f"{n:064x}", results=history.results(failed, n)), identity)
         judged.append(identity)
         failures += len(failed)
         passes += len(ids) - len(failed)
@@ -213,13 +227,13 @@ def _bytes(conn: sa.Connection, *tables: sa.Table) -> int:
     return int(conn.execute(sa.text(query), {"names": [t.name for t in tables]}).scalar_one())
 
 
-def bench(admin_url: str, tests: int, days: int, per_day: int, attempts: int) -> list[object]:
+def bench(admin_url: str, tests: int, days: int, per_day: int, attempts: int, trace_bytes: int = 0) -> list[object]:
     with database(admin_url) as url:
         store = Store.open(url)
         try:
             with store.engine.connect() as conn:
                 empty = int(conn.execute(sa.text("SELECT pg_database_size(current_database())")).scalar_one())
-            history = History(tests, days, per_day)
+            history = History(tests, days, per_day, trace_bytes=trace_bytes)
             began = time.perf_counter()
             judged, failures, passes = build(store, history, attempts)
             built = time.perf_counter() - began
@@ -266,13 +280,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs-a-day", type=int, default=100)
     parser.add_argument("--attempts", type=int, default=5, help="the last runs, ingested and judged one by one")
     parser.add_argument("--quick", action="store_true", help="10 days (1,000 runs), 3 attempts judged")
+    parser.add_argument("--trace-bytes", type=int, default=0, help="a stack trace of this size on every failure")
     parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args(argv)
     days, attempts = (10, 3) if args.quick else (args.days, args.attempts)
-    rows = [bench(args.pg_url, int(n), days, args.runs_a_day, attempts) for n in args.tests.split(",") if n.strip()]
+    rows = [
+        bench(args.pg_url, int(n), days, args.runs_a_day, attempts, args.trace_bytes)
+        for n in args.tests.split(",")
+        if n.strip()
+    ]
     print(
         f"judging one attempt on PostgreSQL: {days} days x {args.runs_a_day} runs a day (failed runs rerun once), "
-        f"0.5% of tests flaky at 5-35%; aim {AIM_SECONDS:.0f} s per attempt at 50,000 tests\n"
+        f"0.5% of tests flaky at 5-35%, a {args.trace_bytes:,}-byte stack trace on each failure; "
+        f"aim {AIM_SECONDS:.0f} s per attempt at 50,000 tests\n"
     )
     headers = [
         "tests",
