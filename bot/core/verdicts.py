@@ -165,11 +165,6 @@ def _tally(letters: str, policy: CommitVerdict) -> tuple[CommitVerdict, int, int
     return verdict, len(letters), passed, failed
 
 
-def _flaky_on(observations: Sequence[Observation]) -> bool:
-    letters = "".join([o.outcomes for o in observations])
-    return "P" in letters and has_failure(letters)
-
-
 def by_commit(observations: Sequence[Observation]) -> list[tuple[str, list[Observation]]]:
     """Observations grouped by commit, commits in the order they first ran."""
     groups: dict[str, list[Observation]] = {}
@@ -293,8 +288,8 @@ def _change_point(groups: Sequence[tuple[str, list[Observation]]]) -> str | None
 
 def _proof(commits: Sequence[str], outcomes: Sequence[str]) -> tuple[set[str], int]:
     """Of these runs (each one's commit and outcome letters): the commits with a failed run and a passed
-    one (``_flaky_on``), and how many runs failed. Told by the runs' few distinct outcome strings and
-    picked out in C: a month's history of a flaky test holds thousands of runs."""
+    one (a same-code pass and failure), and how many runs failed. Told by the runs' few distinct outcome
+    strings and picked out in C: a month's history of a flaky test holds thousands of runs."""
     kinds = set(outcomes)
     failing, passing = {o for o in kinds if has_failure(o)}, {o for o in kinds if PASSED in o}
     proven = set(compress(commits, map(failing.__contains__, outcomes)))
