@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from bench._common import table
 from bot.core.identity import ExecutionContext, RunIdentity
 from bot.core.results import Attempt, Outcome, Report, TestResult
-from bot.core.verdicts import stored_time
+from bot.core.times import stored_time
 from bot.pipeline.assess import assess
 from bot.pipeline.port import Port
 from bot.pipeline.scope import Options, Scope

@@ -263,7 +263,7 @@ def weekly_digests(replay: Replay) -> list[tuple[str, str, int, int, str]]:
     from datetime import timedelta
 
     from bot.core.digest import week_of, week_start
-    from bot.core.verdicts import parse_time
+    from bot.core.times import parse_time
 
     times = sorted(parse_time(t) for t in replay.last_attempt_at.values())
     week, found = week_of(times[0]), []

@@ -11,6 +11,7 @@ import pytest
 from bot.core.cost import Rates
 from bot.core.judge import judge, judge_failure
 from bot.core.observations import Observation, TestHistory
+from bot.core.times import parse_time, stored_time
 from bot.core.verdicts import (
     SINGLE_FAIL_POLICIES,
     CommitVerdict,
@@ -21,9 +22,7 @@ from bot.core.verdicts import (
     history_judgement,
     known_flaky,
     no_longer_flaky,
-    parse_time,
     recovered,
-    stored_time,
     wilson_lower_bound,
     wilson_upper_bound,
 )

@@ -23,7 +23,8 @@ from bot.core.display import stored_display_id
 from bot.core.identity import ExecutionContext
 from bot.core.observations import Observation, TestHistory
 from bot.core.quarantine import ALL_CONTEXTS
-from bot.core.verdicts import CommitJudgement, CommitVerdict, by_commit, commit_judgement, parse_time
+from bot.core.times import parse_time
+from bot.core.verdicts import CommitJudgement, CommitVerdict, by_commit, commit_judgement
 
 TREND_WEEKS = 8
 TOP = 10

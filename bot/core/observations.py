@@ -47,6 +47,7 @@ class Observation(NamedTuple):
 OUTCOMES_OF = operator.itemgetter(5)  # Observation.outcomes, read in C on the hot path of judging
 COMMIT_OF = operator.itemgetter(1)  # Observation.commit
 SECONDS_OF = operator.itemgetter(6)  # Observation.seconds
+STARTED_AT_OF = operator.itemgetter(4)  # Observation.started_at
 
 
 def letters_of(observations: Iterable[Observation]) -> str:

@@ -111,6 +111,6 @@ def recovery(observations: Sequence[Observation], quarantine: Quarantine) -> Rec
 
 
 def _parse(value: str) -> datetime:
-    from bot.core.verdicts import parse_time
+    from bot.core.times import parse_time
 
     return parse_time(value)

@@ -17,7 +17,7 @@ from bot.core.display import stored_display_id
 from bot.core.identity import ExecutionContext
 from bot.core.observations import TestHistory
 from bot.core.quarantine import recovery
-from bot.core.verdicts import stored_time
+from bot.core.times import stored_time
 from bot.pipeline.assess import attempt_timings
 from bot.store import Store, repository
 from bot.store import organisation as org_store

@@ -17,6 +17,7 @@ from typing import Any
 from bot.core.display import display_id
 from bot.core.judge import TestAnalysis
 from bot.core.observations import OUTCOME_WORDS, Observation
+from bot.core.times import in_window
 from bot.core.verdicts import (
     DEFAULT_THRESHOLDS,
     HALF_LIFE_COMMITS,
@@ -27,7 +28,6 @@ from bot.core.verdicts import (
     Thresholds,
     by_commit,
     commit_judgement,
-    in_window,
     short,
 )
 

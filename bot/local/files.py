@@ -10,7 +10,7 @@ from pathlib import Path
 from bot.core.analysis import FileWarning
 from bot.core.identity import ExecutionContext, RunIdentity
 from bot.core.results import Report
-from bot.core.verdicts import parse_time
+from bot.core.times import parse_time
 
 META = "meta.json"
 

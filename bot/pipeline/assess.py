@@ -15,7 +15,8 @@ from datetime import datetime, timedelta
 
 from bot.core.cost import RerunTiming
 from bot.core.findings import CommitReport, Conclusion, GatePolicy, commit_report
-from bot.core.verdicts import KNOWN_FLAKY_DAYS, known_flaky, parse_optional_time, stored_time
+from bot.core.times import parse_optional_time, stored_time
+from bot.core.verdicts import KNOWN_FLAKY_DAYS, known_flaky
 from bot.pipeline.scope import Scope
 from bot.store import Store, repository
 from bot.store import records as rec

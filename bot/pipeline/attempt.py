@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 
 from bot.core.findings import CommitReport
-from bot.core.verdicts import parse_optional_time
+from bot.core.times import parse_optional_time
 from bot.github.budget import UNLIMITED, Writes
 from bot.github.errors import GitHubError
 from bot.github.models import RunAttempt

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from bot.core.identity import ExecutionContext, RunIdentity
 from bot.core.junit import parse
 from bot.core.results import ReportRefused
-from bot.core.verdicts import parse_optional_time
+from bot.core.times import parse_optional_time
 from bot.github.artifacts import ArchiveRefused, ArchiveWarning, junit_members, matches_patterns
 from bot.github.errors import ArtifactGone, ArtifactTooLarge
 from bot.github.models import Artifact, Job, RunAttempt

@@ -13,7 +13,7 @@ from bot.core.baseline import Word
 from bot.core.findings import CommitReport
 from bot.core.identity import ExecutionContext
 from bot.core.rerun import RerunFacts, decide_rerun
-from bot.core.verdicts import parse_optional_time
+from bot.core.times import parse_optional_time
 from bot.github.errors import GitHubError, GitHubUnavailable
 from bot.github.models import RunAttempt
 from bot.pipeline.scope import Scope

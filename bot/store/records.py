@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from bot.core.verdicts import stored_time
+from bot.core.times import stored_time
 from bot.store import Store
 from bot.store.schema import (
     check_runs,

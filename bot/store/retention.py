@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from bot.core.verdicts import stored_time
+from bot.core.times import stored_time
 from bot.store import Store
 from bot.store.records import InstallationState
 from bot.store.schema import (
