@@ -8,11 +8,10 @@ however long the repository's history is.
 from __future__ import annotations
 
 import dataclasses
-import gc
-from collections.abc import Collection, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 
+from bot.core import collector
 from bot.core.cost import RerunTiming
 from bot.core.findings import CommitReport, Conclusion, GatePolicy, commit_report
 from bot.core.times import parse_optional_time, stored_time
@@ -22,26 +21,8 @@ from bot.store import Store, repository
 from bot.store import records as rec
 
 
+@collector.paused()  # the histories are hundreds of thousands of small objects with no cycle between them
 def assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[str] = ()) -> CommitReport:
-    with _collector_paused():
-        return _assess(scope, head_sha, now, base_commits)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cycle collector held off while a commit is read and judged: the histories are hundreds of
-    thousands of small objects with no cycle between them, and each collection on the way walks them all
-    again (about half of assess's time at 10,000 tests). It runs when it is turned back on."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
-
-
-def _assess(scope: Scope, head_sha: str, now: datetime, base_commits: Collection[str]) -> CommitReport:
     store, key, settings = scope.store, scope.repo_key, scope.options.settings
     previously = frozenset(k for k in rec.known_flaky_keys(store, key) if not settings.ignores(k[0]))
     on_commit = {t for t in rec.tests_on_commit(store, key, head_sha) if not settings.ignores(t)}
